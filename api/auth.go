@@ -1,0 +1,72 @@
+package api
+
+import (
+	"crypto/subtle"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"time"
+)
+
+// tokenRecheck is how often the token file is looked at again; CONTRACT §6
+// wants a changed file to take effect within 5 s.
+const tokenRecheck = 2 * time.Second
+
+// tokenAuth checks bearer tokens against a file that may change while the
+// runtime runs. With no file configured every request is allowed.
+type tokenAuth struct {
+	path string
+
+	mu        sync.Mutex // guards the fields below
+	token     []byte     // the file's contents without surrounding whitespace
+	checkedAt time.Time
+	modTime   time.Time
+	size      int64
+	loadErr   bool // the file could not be read: refuse everything
+}
+
+func newTokenAuth(path string) *tokenAuth { return &tokenAuth{path: path} }
+
+// current returns the token, re-reading the file when it changed.
+func (a *tokenAuth) current() ([]byte, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	now := time.Now()
+	if !a.checkedAt.IsZero() && now.Sub(a.checkedAt) < tokenRecheck {
+		return a.token, !a.loadErr
+	}
+	a.checkedAt = now
+	fi, err := os.Stat(a.path)
+	if err != nil {
+		a.loadErr = true
+		return nil, false
+	}
+	if !a.loadErr && a.token != nil && fi.ModTime().Equal(a.modTime) && fi.Size() == a.size {
+		return a.token, true
+	}
+	data, err := os.ReadFile(a.path)
+	tok := []byte(strings.TrimSpace(string(data)))
+	if err != nil || len(tok) == 0 {
+		a.loadErr = true // an empty or unreadable token file locks everything
+		return nil, false
+	}
+	a.token, a.modTime, a.size, a.loadErr = tok, fi.ModTime(), fi.Size(), false
+	return a.token, true
+}
+
+// allowed reports whether r carries the configured token.
+func (a *tokenAuth) allowed(r *http.Request) bool {
+	if a.path == "" {
+		return true
+	}
+	want, ok := a.current()
+	if !ok {
+		return false
+	}
+	got, found := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !found {
+		return false
+	}
+	return subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), want) == 1
+}

@@ -1,0 +1,293 @@
+package api
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/sandbox-runtime/sandbox-runtime/runtime"
+)
+
+const (
+	maxWaitSeconds       = 20 // GET /v1/commands/{id}?wait= is clamped to this
+	defaultWindowSeconds = 20 // default max_wait of an output stream
+	maxWindowSeconds     = 60 // max_wait is clamped to this
+)
+
+func (s *Server) health(w http.ResponseWriter, r *http.Request) {
+	if s.draining.Load() {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "shutting_down"})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+type infoBody struct {
+	Name        string     `json:"name"`
+	Version     string     `json:"version"`
+	APIVersions []string   `json:"api_versions"`
+	Limits      infoLimits `json:"limits"`
+	Features    []string   `json:"features"`
+}
+
+type infoLimits struct {
+	MaxRunning            int     `json:"max_running"`
+	MaxRetained           int     `json:"max_retained"`
+	OutputLimitBytes      int     `json:"output_limit_bytes"`
+	ResultTTLSeconds      float64 `json:"result_ttl_seconds"`
+	DefaultTimeoutSeconds float64 `json:"default_timeout_seconds"`
+	MaxTimeoutSeconds     float64 `json:"max_timeout_seconds"`
+	KillGraceSeconds      float64 `json:"kill_grace_seconds"`
+	StdinLimitBytes       int     `json:"stdin_limit_bytes"`
+	RequestBodyLimitBytes int     `json:"request_body_limit_bytes"`
+}
+
+// features are the capabilities clients may detect in /v1/info.
+var features = []string{"commands", "stream", "stdin", "signals", "websocket", "files", "legacy", "metrics", "idempotent_create"}
+
+func (s *Server) info(w http.ResponseWriter, r *http.Request) {
+	c := s.m.Config()
+	writeJSON(w, http.StatusOK, infoBody{
+		Name:        "sandbox-runtime",
+		Version:     s.opts.Version,
+		APIVersions: []string{"v1"},
+		Limits: infoLimits{
+			MaxRunning:            c.MaxRunning,
+			MaxRetained:           c.MaxRetained,
+			OutputLimitBytes:      c.OutputLimit,
+			ResultTTLSeconds:      c.ResultTTL.Seconds(),
+			DefaultTimeoutSeconds: c.DefaultTimeout.Seconds(),
+			MaxTimeoutSeconds:     c.MaxTimeout.Seconds(),
+			KillGraceSeconds:      c.KillGrace.Seconds(),
+			StdinLimitBytes:       c.StdinLimit,
+			RequestBodyLimitBytes: maxJSONBody,
+		},
+		Features: features,
+	})
+}
+
+// createBody is the body of POST /v1/commands.
+type createBody struct {
+	Argv      []string          `json:"argv"`
+	Command   *string           `json:"command"`
+	Envs      map[string]string `json:"envs"`
+	Cwd       string            `json:"cwd"`
+	Timeout   *float64          `json:"timeout"`
+	Stdin     bool              `json:"stdin"`
+	CommandID string            `json:"command_id"`
+}
+
+func (s *Server) createCommand(w http.ResponseWriter, r *http.Request) {
+	q := parseQuery(r, "stream", "max_wait")
+	stream := q.boolean("stream", false)
+	window := q.seconds("max_wait", defaultWindowSeconds, maxWindowSeconds)
+	if q.err != nil {
+		fail(w, q.err)
+		return
+	}
+	var b createBody
+	if err := decodeJSON(r, &b, false); err != nil {
+		fail(w, err)
+		return
+	}
+	st, created, err := s.m.Create(runtime.CreateRequest{
+		Argv: b.Argv, Command: b.Command, Envs: b.Envs, Cwd: b.Cwd,
+		Timeout: b.Timeout, Stdin: b.Stdin, CommandID: b.CommandID,
+	})
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	code := http.StatusCreated
+	if !created {
+		code = http.StatusOK
+	}
+	w.Header().Set("Location", "/v1/commands/"+st.CommandID)
+	if !stream {
+		writeJSON(w, code, st)
+		return
+	}
+	c, err := s.m.Get(st.CommandID)
+	if err != nil { // expired already: only with absurdly small TTLs
+		fail(w, err)
+		return
+	}
+	started := marshal(event{Type: "started", NextCursor: 0, Status: &st})
+	s.streamNDJSON(w, r, c, code, 0, true, secondsDur(window), started)
+}
+
+func (s *Server) listCommands(w http.ResponseWriter, r *http.Request) {
+	q := parseQuery(r, "state")
+	var filter *runtime.State
+	if q.has("state") {
+		st, ok := runtime.ParseState(q.v.Get("state"))
+		if !ok {
+			q.err = badRequest("query parameter \"state\" must be one of running, exited, cancelled, timed_out, terminated")
+		}
+		filter = &st
+	}
+	if q.err != nil {
+		fail(w, q.err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"commands": s.m.List(filter)})
+}
+
+func (s *Server) getCommand(w http.ResponseWriter, r *http.Request) {
+	q := parseQuery(r, "wait")
+	wait := q.seconds("wait", 0, maxWaitSeconds)
+	if q.err != nil {
+		fail(w, q.err)
+		return
+	}
+	c, err := s.m.Get(r.PathValue("id"))
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	if wait <= 0 {
+		writeJSON(w, http.StatusOK, c.Status())
+		return
+	}
+	// Flush the headers at once: routers give up on headers after 30 s.
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	http.NewResponseController(w).Flush()
+	st := c.Wait(r.Context(), secondsDur(wait))
+	w.Write(marshal(st))
+}
+
+func (s *Server) commandOutput(w http.ResponseWriter, r *http.Request) {
+	q := parseQuery(r, "cursor", "follow", "max_wait")
+	cursor := q.cursor("cursor")
+	follow := q.boolean("follow", true)
+	window := q.seconds("max_wait", defaultWindowSeconds, maxWindowSeconds)
+	if q.err != nil {
+		fail(w, q.err)
+		return
+	}
+	c, err := s.m.Get(r.PathValue("id"))
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	if err := c.CheckCursor(cursor); err != nil {
+		fail(w, err)
+		return
+	}
+	s.streamNDJSON(w, r, c, http.StatusOK, cursor, follow, secondsDur(window), nil)
+}
+
+// stdinBody is the body of POST /v1/commands/{id}/stdin and of a WebSocket
+// stdin frame (without "type").
+type stdinBody struct {
+	Data     string `json:"data"`
+	Encoding string `json:"encoding"`
+	EOF      bool   `json:"eof"`
+}
+
+// decodeStdin returns the bytes of a stdin body.
+func decodeStdin(b stdinBody) ([]byte, error) {
+	switch b.Encoding {
+	case "", "utf-8", "text":
+		return []byte(b.Data), nil
+	case "base64":
+		data, err := base64.StdEncoding.DecodeString(b.Data)
+		if err != nil {
+			return nil, badRequest("data is not valid base64: " + err.Error())
+		}
+		return data, nil
+	}
+	return nil, badRequest(`encoding must be "base64" or absent, not ` + strconv.Quote(b.Encoding))
+}
+
+func (s *Server) writeStdin(w http.ResponseWriter, r *http.Request) {
+	var b stdinBody
+	if err := decodeJSON(r, &b, false); err != nil {
+		fail(w, err)
+		return
+	}
+	data, err := decodeStdin(b)
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	c, err := s.m.Get(r.PathValue("id"))
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	n, closed, err := c.WriteStdin(data, b.EOF)
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusAccepted, map[string]any{"queued_bytes": n, "stdin_closed": closed})
+}
+
+// signalBody is {"signal": "SIGINT" | "INT" | 2}.
+type signalBody struct {
+	Signal json.RawMessage `json:"signal"`
+}
+
+// parseSignalValue accepts a JSON string name or a JSON number.
+func parseSignalValue(raw json.RawMessage) (syscall.Signal, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return 0, badRequest(`field "signal" is required`)
+	}
+	var name string
+	if err := json.Unmarshal(raw, &name); err == nil {
+		return runtime.ParseSignal(name)
+	}
+	var n int
+	if err := json.Unmarshal(raw, &n); err == nil {
+		return runtime.SignalNumber(n)
+	}
+	return 0, badRequest(`field "signal" must be a signal name like "SIGINT" or a number`)
+}
+
+func (s *Server) signalCommand(w http.ResponseWriter, r *http.Request) {
+	var b signalBody
+	if err := decodeJSON(r, &b, false); err != nil {
+		fail(w, err)
+		return
+	}
+	sig, err := parseSignalValue(b.Signal)
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	c, err := s.m.Get(r.PathValue("id"))
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	st, err := c.Signal(sig)
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, st)
+}
+
+func (s *Server) killCommand(w http.ResponseWriter, r *http.Request) {
+	if err := decodeJSON(r, &struct{}{}, true); err != nil {
+		fail(w, err)
+		return
+	}
+	c, err := s.m.Get(r.PathValue("id"))
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	st, err := c.Kill(r.Context())
+	if err != nil { // the client went away; the kill goes on
+		return
+	}
+	writeJSON(w, http.StatusOK, st)
+}
+
+func secondsDur(f float64) time.Duration { return time.Duration(f * float64(time.Second)) }

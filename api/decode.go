@@ -1,0 +1,160 @@
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+)
+
+// maxJSONBody is the limit on a JSON request body (CONTRACT §3: 1 MiB).
+const maxJSONBody = 1 << 20
+
+// decodeJSON decodes the body into v: exactly one JSON value, no unknown
+// fields, at most maxJSONBody bytes. An empty body decodes as {} when
+// allowEmpty is set.
+func decodeJSON(r *http.Request, v any, allowEmpty bool) error {
+	body := http.MaxBytesReader(nil, r.Body, maxJSONBody)
+	data, err := io.ReadAll(body)
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return &httpError{kind: errRequestTooLarge, msg: fmt.Sprintf("request body is over %d bytes", maxJSONBody)}
+		}
+		return badRequest("reading the body: " + err.Error())
+	}
+	if len(strings.TrimSpace(string(data))) == 0 {
+		if allowEmpty {
+			return nil
+		}
+		return badRequest("the request body is empty; a JSON object is required")
+	}
+	dec := json.NewDecoder(strings.NewReader(string(data)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return badRequest(describeJSONError(err))
+	}
+	if dec.More() {
+		return badRequest("the body holds more than one JSON value")
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return badRequest("the body holds more than one JSON value")
+	}
+	return nil
+}
+
+// describeJSONError turns encoding/json errors into messages that name the
+// field at fault.
+func describeJSONError(err error) string {
+	var te *json.UnmarshalTypeError
+	var se *json.SyntaxError
+	switch {
+	case errors.As(err, &te):
+		field := te.Field
+		if field == "" {
+			return fmt.Sprintf("the body must be a JSON object, not %s", te.Value)
+		}
+		return fmt.Sprintf("field %q must be %s, not %s", field, jsonKind(te.Type.Kind().String()), te.Value)
+	case errors.As(err, &se):
+		return fmt.Sprintf("invalid JSON at byte %d: %v", se.Offset, err)
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return "invalid JSON: the body ends early"
+	}
+	msg := err.Error()
+	if f, ok := strings.CutPrefix(msg, "json: unknown field "); ok {
+		return "unknown field " + f
+	}
+	return "invalid JSON: " + strings.TrimPrefix(msg, "json: ")
+}
+
+func jsonKind(k string) string {
+	switch k {
+	case "slice":
+		return "an array"
+	case "map", "struct":
+		return "an object"
+	case "string":
+		return "a string"
+	case "bool":
+		return "a boolean"
+	case "float64", "int", "int64":
+		return "a number"
+	}
+	return k
+}
+
+// query reads the URL query once and reports unknown or repeated
+// parameters as errors, so a typo is not silently ignored.
+type query struct {
+	v   url.Values
+	err error
+}
+
+func parseQuery(r *http.Request, allowed ...string) *query {
+	v, err := url.ParseQuery(r.URL.RawQuery)
+	q := &query{v: v}
+	if err != nil {
+		q.err = badRequest("invalid query string: " + err.Error())
+		return q
+	}
+	for k, vals := range v {
+		known := false
+		for _, a := range allowed {
+			known = known || a == k
+		}
+		if !known {
+			q.err = badRequest(fmt.Sprintf("unknown query parameter %q", k))
+			return q
+		}
+		if len(vals) > 1 {
+			q.err = badRequest(fmt.Sprintf("query parameter %q is given %d times", k, len(vals)))
+			return q
+		}
+	}
+	return q
+}
+
+func (q *query) has(name string) bool { _, ok := q.v[name]; return ok }
+
+// boolean parses true/false/1/0.
+func (q *query) boolean(name string, def bool) bool {
+	if q.err != nil || !q.has(name) {
+		return def
+	}
+	b, err := strconv.ParseBool(q.v.Get(name))
+	if err != nil {
+		q.err = badRequest(fmt.Sprintf("query parameter %q must be true or false, not %q", name, q.v.Get(name)))
+	}
+	return b
+}
+
+// seconds parses a non-negative number of seconds, clamped to max.
+func (q *query) seconds(name string, def, max float64) float64 {
+	if q.err != nil || !q.has(name) {
+		return def
+	}
+	f, err := strconv.ParseFloat(q.v.Get(name), 64)
+	if err != nil || f < 0 || math.IsNaN(f) || math.IsInf(f, 0) {
+		q.err = badRequest(fmt.Sprintf("query parameter %q must be a non-negative number of seconds, not %q", name, q.v.Get(name)))
+		return def
+	}
+	return math.Min(f, max)
+}
+
+// cursor parses a non-negative integer.
+func (q *query) cursor(name string) int64 {
+	if q.err != nil || !q.has(name) {
+		return 0
+	}
+	n, err := strconv.ParseInt(q.v.Get(name), 10, 64)
+	if err != nil || n < 0 {
+		q.err = badRequest(fmt.Sprintf("query parameter %q must be a non-negative integer, not %q", name, q.v.Get(name)))
+		return 0
+	}
+	return n
+}

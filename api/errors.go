@@ -1,0 +1,130 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+
+	"github.com/sandbox-runtime/sandbox-runtime/runtime"
+)
+
+// errorBody is the v1 error shape: {"error": {"code", "message", "reason"?}}.
+type errorBody struct {
+	Error errorDetail `json:"error"`
+}
+
+type errorDetail struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+	Reason  string `json:"reason,omitempty"`
+}
+
+// errRequestTooLarge is returned by decodeJSON when the body passes its limit.
+var errRequestTooLarge = errors.New("request body too large")
+
+// errBadRequest marks a transport-level problem (bad JSON, bad query).
+var errBadRequest = errors.New("bad request")
+
+// httpError is a transport error with its own message.
+type httpError struct {
+	kind error
+	msg  string
+}
+
+func (e *httpError) Error() string { return e.msg }
+func (e *httpError) Unwrap() error { return e.kind }
+
+func badRequest(msg string) error { return &httpError{kind: errBadRequest, msg: msg} }
+
+// statusOf is the one place that maps errors to HTTP statuses and codes.
+func statusOf(err error) (status int, code string) {
+	switch {
+	case errors.Is(err, errBadRequest), errors.Is(err, runtime.ErrInvalid):
+		return http.StatusBadRequest, "invalid_request"
+	case errors.Is(err, errRequestTooLarge):
+		return http.StatusRequestEntityTooLarge, "too_large"
+	case errors.Is(err, errForbidden):
+		return http.StatusForbidden, "forbidden"
+	case errors.Is(err, runtime.ErrNotFound), errors.Is(err, errNoFile):
+		return http.StatusNotFound, "not_found"
+	case errors.Is(err, runtime.ErrGone):
+		return http.StatusGone, "gone"
+	case errors.Is(err, runtime.ErrConflict), errors.Is(err, errFileConflict):
+		return http.StatusConflict, "conflict"
+	case errors.Is(err, runtime.ErrFinished):
+		return http.StatusConflict, "finished"
+	case errors.Is(err, runtime.ErrStdinNotEnabled):
+		return http.StatusConflict, "stdin_not_enabled"
+	case errors.Is(err, runtime.ErrStdinClosed):
+		return http.StatusConflict, "stdin_closed"
+	case errors.Is(err, runtime.ErrSpawnFailed):
+		return http.StatusUnprocessableEntity, "spawn_failed"
+	case errors.Is(err, runtime.ErrTooManyRunning):
+		return http.StatusTooManyRequests, "too_many_running"
+	case errors.Is(err, runtime.ErrStdinFull):
+		return http.StatusTooManyRequests, "stdin_full"
+	case errors.Is(err, runtime.ErrShuttingDown):
+		return http.StatusServiceUnavailable, "shutting_down"
+	default:
+		return http.StatusInternalServerError, "internal"
+	}
+}
+
+// fail writes err as a v1 error response.
+func fail(w http.ResponseWriter, err error) {
+	status, code := statusOf(err)
+	var reason string
+	var gone *runtime.GoneError
+	if errors.As(err, &gone) {
+		reason = string(gone.Reason)
+	}
+	if status == http.StatusTooManyRequests {
+		w.Header().Set("Retry-After", "1")
+	}
+	msg := err.Error()
+	if status == http.StatusInternalServerError {
+		msg = "internal error"
+	}
+	writeError(w, status, code, msg, &reason)
+}
+
+func writeError(w http.ResponseWriter, status int, code, msg string, reason *string) {
+	d := errorDetail{Code: code, Message: msg}
+	if reason != nil {
+		d.Reason = *reason
+	}
+	writeJSON(w, status, errorBody{Error: d})
+}
+
+// writeJSON writes v as the whole response. HTML characters are not escaped.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	body := marshal(v)
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(status)
+	w.Write(body)
+}
+
+// writeLegacyJSON is writeJSON for the legacy routes (same encoding).
+func writeLegacyJSON(w http.ResponseWriter, status int, v any) { writeJSON(w, status, v) }
+
+// marshal encodes v without HTML escaping and without a trailing newline.
+func marshal(v any) []byte {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		panic(err) // our own types always encode
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
+}
+
+// File errors, shared by /v1/files and the legacy file routes.
+var (
+	errForbidden    = errors.New("forbidden")     // the path resolves outside the base dir
+	errNoFile       = errors.New("no such file")  // nothing at the path
+	errFileConflict = errors.New("file conflict") // e.g. a non-empty directory without recursive
+)

@@ -1,0 +1,80 @@
+package api
+
+import (
+	"context"
+	"fmt"
+	"net/http/httptest"
+	"os"
+	"testing"
+	"time"
+
+	"go.uber.org/zap/zaptest"
+
+	"github.com/sandbox-runtime/sandbox-runtime/procgroup"
+	"github.com/sandbox-runtime/sandbox-runtime/runtime"
+)
+
+// testReaper is the one reaper of this test binary (a process has at most one).
+var testReaper *procgroup.Reaper
+
+func TestMain(m *testing.M) {
+	r, err := procgroup.NewReaper(nil)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "reaper:", err)
+		os.Exit(2)
+	}
+	testReaper = r
+	code := m.Run()
+	r.Close()
+	os.Exit(code)
+}
+
+// testServer is a Server on a real loopback listener.
+type testServer struct {
+	*Server
+	M       *runtime.Manager
+	URL     string // http://127.0.0.1:port
+	BaseDir string
+	HTTP    *httptest.Server
+}
+
+// newTestServer starts a Manager and Server for one test. mutate may change
+// the runtime config and the options before they are used.
+func newTestServer(t testing.TB, mutate func(*runtime.Config, *Options)) *testServer {
+	t.Helper()
+	base := t.TempDir()
+	cfg := runtime.DefaultConfig()
+	cfg.BaseDir = base
+	cfg.Env = os.Environ()
+	cfg.KillGrace = 500 * time.Millisecond
+	opts := Options{Version: "test", BaseDir: base}
+	if tt, ok := t.(*testing.T); ok {
+		cfg.Logger = zaptest.NewLogger(tt)
+		opts.Logger = cfg.Logger
+	}
+	metrics := NewMetrics(nil)
+	cfg.Observer = metrics
+	opts.Metrics = metrics
+	if mutate != nil {
+		mutate(&cfg, &opts)
+	}
+	m, err := runtime.New(cfg, testReaper)
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics.Bind(m, testReaper.OrphansReaped)
+	s := New(m, opts)
+	hs := httptest.NewServer(s.Handler())
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		s.SetDraining()
+		if err := m.Shutdown(ctx); err != nil {
+			t.Errorf("manager shutdown: %v", err)
+		}
+		s.EndStreams()
+		hs.Close()
+		m.Close()
+	})
+	return &testServer{Server: s, M: m, URL: hs.URL, BaseDir: base, HTTP: hs}
+}

@@ -1,0 +1,122 @@
+package api
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/sandbox-runtime/sandbox-runtime/runtime"
+)
+
+// Metrics holds the Prometheus collectors of CONTRACT §3 GET /metrics. It
+// implements runtime.Observer; give it to runtime.Config before creating the
+// Manager, then Bind it to the Manager for the gauges.
+type Metrics struct {
+	reg *prometheus.Registry
+
+	started      prometheus.Counter
+	finished     *prometheus.CounterVec
+	outputBytes  *prometheus.CounterVec
+	stdoutBytes  prometheus.Counter
+	stderrBytes  prometheus.Counter
+	truncated    prometheus.Counter
+	evicted      prometheus.Counter
+	expired      prometheus.Counter
+	legacy       prometheus.Counter
+	spawnSeconds prometheus.Histogram
+
+	streamClients    prometheus.Gauge
+	websocketClients prometheus.Gauge
+
+	handler http.Handler
+}
+
+const ns = "sandbox_runtime"
+
+// NewMetrics returns the collectors on a fresh registry. m may be nil and
+// set later with Bind (the Manager needs the Observer before it exists).
+func NewMetrics(m *runtime.Manager) *Metrics {
+	reg := prometheus.NewRegistry()
+	x := &Metrics{
+		reg:      reg,
+		started:  prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "commands_started_total", Help: "Managed commands started."}),
+		finished: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "commands_finished_total", Help: "Managed commands finished, by final state."}, []string{"state"}),
+		outputBytes: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "output_bytes_total",
+			Help: "Output bytes read from managed commands' pipes, by stream."}, []string{"stream"}),
+		truncated:    prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "output_truncated_total", Help: "Managed commands that finished with output_truncated."}),
+		evicted:      prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "handles_evicted_total", Help: "Finished handles evicted at the retained limit."}),
+		expired:      prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "handles_expired_total", Help: "Finished handles dropped after their TTL."}),
+		legacy:       prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "legacy_executions_total", Help: "Legacy POST /execute runs."}),
+		spawnSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Name: "spawn_seconds", Help: "Time to fork and exec a managed command.", Buckets: prometheus.ExponentialBuckets(0.0002, 2, 14)}),
+		streamClients: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "stream_clients",
+			Help: "Open NDJSON output streams."}),
+		websocketClients: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "websocket_clients", Help: "Open WebSocket attachments."}),
+	}
+	x.stdoutBytes = x.outputBytes.WithLabelValues("stdout")
+	x.stderrBytes = x.outputBytes.WithLabelValues("stderr")
+	for _, s := range []string{"exited", "cancelled", "timed_out", "terminated"} {
+		x.finished.WithLabelValues(s)
+	}
+	reg.MustRegister(x.started, x.finished, x.outputBytes, x.truncated, x.evicted, x.expired, x.legacy, x.spawnSeconds,
+		x.streamClients, x.websocketClients,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	x.handler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
+	if m != nil {
+		x.Bind(m, nil)
+	}
+	return x
+}
+
+// Bind registers the gauges that read the Manager (running, retained) and,
+// when orphans is non-nil, the reaped-orphans counter.
+func (x *Metrics) Bind(m *runtime.Manager, orphans func() uint64) {
+	x.reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: ns, Name: "commands_running", Help: "Managed commands running now."},
+			func() float64 { r, _ := m.Counts(); return float64(r) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: ns, Name: "commands_retained", Help: "Handles retained now (running and finished)."},
+			func() float64 { _, r := m.Counts(); return float64(r) }),
+	)
+	if orphans != nil {
+		x.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: ns, Name: "orphans_reaped_total",
+			Help: "Children reaped that were not started by the runtime (orphaned grandchildren)."},
+			func() float64 { return float64(orphans()) }))
+	}
+}
+
+// ServeHTTP serves the Prometheus text format.
+func (x *Metrics) ServeHTTP(w http.ResponseWriter, r *http.Request) { x.handler.ServeHTTP(w, r) }
+
+// CommandStarted implements runtime.Observer.
+func (x *Metrics) CommandStarted(spawn time.Duration) {
+	x.started.Inc()
+	x.spawnSeconds.Observe(spawn.Seconds())
+}
+
+// CommandFinished implements runtime.Observer.
+func (x *Metrics) CommandFinished(s runtime.State, truncated bool) {
+	x.finished.WithLabelValues(s.String()).Inc()
+	if truncated {
+		x.truncated.Inc()
+	}
+}
+
+// OutputBytes implements runtime.Observer.
+func (x *Metrics) OutputBytes(stdout bool, n int) {
+	if stdout {
+		x.stdoutBytes.Add(float64(n))
+	} else {
+		x.stderrBytes.Add(float64(n))
+	}
+}
+
+// HandleEvicted implements runtime.Observer.
+func (x *Metrics) HandleEvicted() { x.evicted.Inc() }
+
+// HandleExpired implements runtime.Observer.
+func (x *Metrics) HandleExpired() { x.expired.Inc() }
+
+// LegacyExecuted implements runtime.Observer.
+func (x *Metrics) LegacyExecuted() { x.legacy.Inc() }

@@ -1,0 +1,272 @@
+// Package api is the HTTP and WebSocket transport of sandbox-runtime: it
+// decodes requests, calls the runtime.Manager, and encodes answers. The wire
+// contract is CONTRACT.md; openapi.yaml beside this file is its
+// machine-readable form and is checked against the route table in tests.
+package api
+
+import (
+	"context"
+	"net/http"
+	"path"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+	"go.uber.org/zap"
+
+	"github.com/sandbox-runtime/sandbox-runtime/runtime"
+)
+
+// Options configures a Server.
+type Options struct {
+	Version string // reported in /v1/info and the Sandbox-Runtime-Version header
+	BaseDir string // SANDBOX_BASE_DIR, for files and the legacy API
+	// TokenFile, when set, holds the bearer token every route but GET / and
+	// GET /v1/health requires. It is re-read when it changes.
+	TokenFile string
+	// HeartbeatInterval is the silence after which a stream sends a heartbeat
+	// line (and the WebSocket ping period). Default 10 s.
+	HeartbeatInterval time.Duration
+	Logger            *zap.Logger
+	Metrics           *Metrics // nil: no /metrics route data beyond the defaults
+}
+
+// Server serves the routes of CONTRACT §3 and §5. Create it with New.
+type Server struct {
+	m        *runtime.Manager
+	opts     Options
+	log      *zap.Logger
+	auth     *tokenAuth
+	metrics  *Metrics
+	routes   []route
+	handler  http.Handler
+	draining atomic.Bool
+	// streamsCtx is cancelled when open streams must end at once (the last
+	// step of shutdown); they then send their final line.
+	streamsCtx  context.Context
+	stopStreams context.CancelFunc
+	hijacked    *connSet
+}
+
+// route is one path of the route table. Each path is registered once; its
+// methods are dispatched by methodHandler so that a wrong method gets a JSON
+// 405 with Allow rather than ServeMux's text one.
+type route struct {
+	pattern string                      // ServeMux pattern without a method
+	methods map[string]http.HandlerFunc // by method; "GET" also answers HEAD unless HEAD is listed or noHead
+	noHead  bool                        // the legacy routes answer HEAD with 405
+	public  bool                        // no token required (GET only)
+	legacy  bool                        // framework errors in the legacy {"detail": …} shape
+}
+
+// New returns a Server for m.
+func New(m *runtime.Manager, opts Options) *Server {
+	if opts.Logger == nil {
+		opts.Logger = zap.NewNop()
+	}
+	if opts.HeartbeatInterval <= 0 {
+		opts.HeartbeatInterval = 10 * time.Second
+	}
+	if opts.Metrics == nil {
+		opts.Metrics = NewMetrics(m)
+	}
+	s := &Server{m: m, opts: opts, log: opts.Logger.Named("api"), metrics: opts.Metrics, hijacked: newConnSet()}
+	s.streamsCtx, s.stopStreams = context.WithCancel(context.Background())
+	s.auth = newTokenAuth(opts.TokenFile)
+	s.routes = s.routeTable()
+	mux := http.NewServeMux()
+	for _, r := range s.routes {
+		mux.Handle(r.pattern, s.methodHandler(r))
+	}
+	s.handler = s.middleware(mux)
+	return s
+}
+
+func (s *Server) routeTable() []route {
+	return []route{
+		{pattern: "/{$}", methods: map[string]http.HandlerFunc{"GET": s.legacyRoot}, noHead: true, public: true, legacy: true},
+		{pattern: "/execute", methods: map[string]http.HandlerFunc{"POST": s.legacyExecute}, legacy: true},
+		{pattern: "/upload", methods: map[string]http.HandlerFunc{"POST": s.legacyUpload}, legacy: true},
+		{pattern: "/download/{path...}", methods: map[string]http.HandlerFunc{"GET": s.legacyDownload}, noHead: true, legacy: true},
+		{pattern: "/list/{path...}", methods: map[string]http.HandlerFunc{"GET": s.legacyList}, noHead: true, legacy: true},
+		{pattern: "/exists/{path...}", methods: map[string]http.HandlerFunc{"GET": s.legacyExists}, noHead: true, legacy: true},
+		{pattern: "/v1/health", methods: map[string]http.HandlerFunc{"GET": s.health}, public: true},
+		{pattern: "/v1/info", methods: map[string]http.HandlerFunc{"GET": s.info}},
+		{pattern: "/v1/commands", methods: map[string]http.HandlerFunc{"GET": s.listCommands, "POST": s.createCommand}},
+		{pattern: "/v1/commands/{id}", methods: map[string]http.HandlerFunc{"GET": s.getCommand}},
+		{pattern: "/v1/commands/{id}/output", methods: map[string]http.HandlerFunc{"GET": s.commandOutput}},
+		{pattern: "/v1/commands/{id}/attach", methods: map[string]http.HandlerFunc{"GET": s.attach}, noHead: true},
+		{pattern: "/v1/commands/{id}/stdin", methods: map[string]http.HandlerFunc{"POST": s.writeStdin}},
+		{pattern: "/v1/commands/{id}/signal", methods: map[string]http.HandlerFunc{"POST": s.signalCommand}},
+		{pattern: "/v1/commands/{id}/kill", methods: map[string]http.HandlerFunc{"POST": s.killCommand}},
+		{pattern: "/v1/files/{path...}", methods: map[string]http.HandlerFunc{"GET": s.getFile, "HEAD": s.getFile, "PUT": s.putFile, "DELETE": s.deleteFile}},
+		{pattern: "/metrics", methods: map[string]http.HandlerFunc{"GET": s.metrics.ServeHTTP}},
+		{pattern: "/", methods: nil}, // everything else: 404
+	}
+}
+
+// Routes lists "METHOD pattern" for every served route, for the spec test.
+func (s *Server) Routes() []string {
+	var out []string
+	for _, r := range s.routes {
+		for m := range r.methods {
+			out = append(out, m+" "+r.pattern)
+		}
+	}
+	return out
+}
+
+// Handler returns the root handler.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// SetDraining makes /v1/health answer 503 (the first step of shutdown).
+func (s *Server) SetDraining() { s.draining.Store(true) }
+
+// EndStreams ends every open NDJSON stream and WebSocket with a final
+// `end` event (reason shutting_down) and closes hijacked connections, which
+// http.Server.Shutdown does not track.
+func (s *Server) EndStreams() {
+	s.stopStreams()
+	s.hijacked.closeAll()
+}
+
+func (s *Server) methodHandler(r route) http.Handler {
+	var allow []string
+	for _, m := range []string{"GET", "HEAD", "POST", "PUT", "DELETE"} {
+		if _, ok := r.methods[m]; ok {
+			allow = append(allow, m)
+		}
+	}
+	allowHeader := strings.Join(allow, ", ")
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if r.methods == nil {
+			s.notFound(w, req)
+			return
+		}
+		h, ok := r.methods[req.Method]
+		if !ok && req.Method == http.MethodHead && !r.noHead {
+			h, ok = r.methods["GET"]
+		}
+		if !ok {
+			w.Header().Set("Allow", allowHeader)
+			if r.legacy {
+				writeLegacyJSON(w, http.StatusMethodNotAllowed, map[string]string{"detail": "Method Not Allowed"})
+			} else {
+				writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", req.Method+" is not allowed here; allowed: "+allowHeader, nil)
+			}
+			return
+		}
+		if !r.public && !s.auth.allowed(req) {
+			writeError(w, http.StatusUnauthorized, "unauthorized", "a valid bearer token is required", nil)
+			return
+		}
+		h(w, req)
+	})
+}
+
+// notFound answers an unknown route: the legacy {"detail"} body outside /v1.
+func (s *Server) notFound(w http.ResponseWriter, r *http.Request) {
+	if strings.HasPrefix(r.URL.Path, "/v1/") || r.URL.Path == "/v1" {
+		writeError(w, http.StatusNotFound, "not_found", "no route "+r.URL.Path, nil)
+		return
+	}
+	writeLegacyJSON(w, http.StatusNotFound, map[string]string{"detail": "Not Found"})
+}
+
+// legacyFilePrefixes are served with the raw path: ServeMux would redirect
+// `..`, `.` and `//` (CONTRACT §1: never redirect), and the legacy API
+// answers those itself (403 for `..`).
+var legacyFilePrefixes = []string{"/download/", "/list/", "/exists/"}
+
+// middleware adds the version and request-id headers, logs each request,
+// recovers from panics, and keeps ServeMux from ever redirecting.
+func (s *Server) middleware(mux *http.ServeMux) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		rid := r.Header.Get("X-Request-ID")
+		if rid == "" || len(rid) > 200 {
+			rid = uuid.NewString()
+		}
+		h := w.Header()
+		h.Set("Sandbox-Runtime-Version", s.opts.Version)
+		h.Set("X-Request-ID", rid)
+		rec := &statusRecorder{ResponseWriter: w}
+		defer func() {
+			if p := recover(); p != nil {
+				if p == http.ErrAbortHandler {
+					panic(p)
+				}
+				s.log.Error("handler panic", zap.Any("panic", p), zap.String("request_id", rid), zap.Stack("stack"))
+				if !rec.wroteHeader {
+					writeError(rec, http.StatusInternalServerError, "internal", "internal error", nil)
+				}
+			}
+			s.log.Info("request",
+				zap.String("request_id", rid),
+				zap.String("method", r.Method),
+				zap.String("path", r.URL.Path),
+				zap.Int("status", rec.status()),
+				zap.Int64("bytes", rec.bytes),
+				zap.Duration("duration", time.Since(start)))
+		}()
+		p := r.URL.Path
+		for _, prefix := range legacyFilePrefixes {
+			if strings.HasPrefix(p, prefix) {
+				s.serveLegacyPath(rec, r, prefix)
+				return
+			}
+		}
+		if !isClean(p) {
+			s.notFound(rec, r)
+			return
+		}
+		mux.ServeHTTP(rec, r)
+	})
+}
+
+// isClean reports whether ServeMux would serve p without a redirect.
+func isClean(p string) bool {
+	if p == "" || p[0] != '/' {
+		return false
+	}
+	c := path.Clean(p)
+	if strings.HasSuffix(p, "/") && c != "/" {
+		c += "/"
+	}
+	return c == p
+}
+
+// statusRecorder remembers the status and size of a response for the log.
+type statusRecorder struct {
+	http.ResponseWriter
+	code        int
+	wroteHeader bool
+	bytes       int64
+}
+
+func (r *statusRecorder) WriteHeader(code int) {
+	if !r.wroteHeader {
+		r.code, r.wroteHeader = code, true
+	}
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func (r *statusRecorder) Write(p []byte) (int, error) {
+	if !r.wroteHeader {
+		r.code, r.wroteHeader = http.StatusOK, true
+	}
+	n, err := r.ResponseWriter.Write(p)
+	r.bytes += int64(n)
+	return n, err
+}
+
+func (r *statusRecorder) status() int {
+	if !r.wroteHeader {
+		return http.StatusOK
+	}
+	return r.code
+}
+
+// Unwrap lets http.ResponseController reach Flush and Hijack.
+func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }

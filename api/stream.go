@@ -1,0 +1,295 @@
+package api
+
+import (
+	"context"
+	"encoding/base64"
+	"net/http"
+	"strconv"
+	"time"
+	"unicode/utf8"
+
+	"github.com/sandbox-runtime/sandbox-runtime/ringbuf"
+	"github.com/sandbox-runtime/sandbox-runtime/runtime"
+)
+
+// maxEventData is the most output bytes one event carries.
+const maxEventData = 64 << 10
+
+// event is one line of the event stream (CONTRACT §4). Output events are
+// encoded by appendOutputEvent instead, which is much faster.
+type event struct {
+	Type         string          `json:"type"`
+	Stream       string          `json:"stream,omitempty"`
+	Cursor       *int64          `json:"cursor,omitempty"`
+	DroppedBytes *int64          `json:"dropped_bytes,omitempty"`
+	Reason       string          `json:"reason,omitempty"`
+	Status       *runtime.Status `json:"status,omitempty"`
+	NextCursor   int64           `json:"next_cursor"`
+}
+
+// eventSink receives encoded events: NDJSON lines or WebSocket frames.
+type eventSink interface {
+	// event takes one JSON object (no newline); the slice is reused after the call.
+	event(obj []byte) error
+	// flush ends a batch: the events so far should reach the client now.
+	flush() error
+	// heartbeat is called after heartbeatEvery of silence.
+	heartbeat(nextCursor int64) error
+}
+
+// streamOptions shapes one stream window.
+type streamOptions struct {
+	cursor         int64
+	follow         bool
+	window         time.Duration // max_wait
+	heartbeatEvery time.Duration // 0: no heartbeats
+}
+
+// streamEvents sends the events of c from o.cursor to sink until the
+// command's exit event, the end of the window, or the end of ctx (the client
+// went away: nothing more is sent). It never affects the command.
+func (s *Server) streamEvents(ctx context.Context, c *runtime.Command, o streamOptions, sink eventSink) error {
+	var (
+		buf    []byte
+		recs   []ringbuf.Record
+		line   []byte
+		cursor = o.cursor
+	)
+	window := time.NewTimer(o.window)
+	defer window.Stop()
+	var hb *time.Ticker
+	var hbC <-chan time.Time
+	if o.heartbeatEvery > 0 {
+		hb = time.NewTicker(o.heartbeatEvery)
+		defer hb.Stop()
+		hbC = hb.C
+	}
+	for {
+		notify := c.Notify()
+		res, err := c.Read(cursor, maxEventData*4, buf[:0], recs[:0])
+		if err != nil {
+			return err
+		}
+		buf, recs = res.Buf, res.Records
+		if res.Gap {
+			dropped := res.GapFrom - cursor
+			from := cursor
+			line = append(line[:0], marshal(event{Type: "gap", Cursor: &from, DroppedBytes: &dropped, NextCursor: res.GapFrom})...)
+			if err := sink.event(line); err != nil {
+				return err
+			}
+			cursor = res.GapFrom
+		}
+		sent := false
+		for i, r := range recs {
+			data := r.Data
+			// A read limit may cut a multi-byte character; send the complete
+			// part and read the rest again next time.
+			if i == len(recs)-1 && !res.Done && !utf8.Valid(data) {
+				if cut := utf8Cut(data); cut > 0 && cut < len(data) && utf8.Valid(data[:cut]) {
+					data = data[:cut]
+					res.Next = r.Cursor + int64(cut)
+				}
+			}
+			for len(data) > 0 {
+				n := min(len(data), maxEventData)
+				if n < len(data) {
+					n = runeBoundary(data, n)
+				}
+				line = appendOutputEvent(line[:0], r.Stream, r.Cursor+int64(len(r.Data)-len(data)), data[:n])
+				if err := sink.event(line); err != nil {
+					return err
+				}
+				data = data[n:]
+			}
+			sent = true
+		}
+		cursor = res.Next
+		if res.Done {
+			st := c.Status()
+			line = append(line[:0], marshal(event{Type: "exit", Status: &st, NextCursor: cursor})...)
+			if err := sink.event(line); err != nil {
+				return err
+			}
+			return sink.flush()
+		}
+		if sent || res.Gap {
+			if err := sink.flush(); err != nil {
+				return err
+			}
+			if hb != nil {
+				hb.Reset(o.heartbeatEvery)
+			}
+			if len(recs) > 0 && res.Next < c.NextCursor() {
+				continue // more is retained already: keep reading
+			}
+		}
+		if !o.follow {
+			return s.endEvent(sink, &line, "caught_up", cursor)
+		}
+		select {
+		case <-notify:
+		case <-hbC:
+			if err := sink.heartbeat(cursor); err != nil {
+				return err
+			}
+		case <-window.C:
+			return s.endEvent(sink, &line, "max_wait", cursor)
+		case <-s.streamsCtx.Done():
+			return s.endEvent(sink, &line, "shutting_down", cursor)
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+func (s *Server) endEvent(sink eventSink, line *[]byte, reason string, cursor int64) error {
+	*line = append((*line)[:0], marshal(event{Type: "end", Reason: reason, NextCursor: cursor})...)
+	if err := sink.event(*line); err != nil {
+		return err
+	}
+	return sink.flush()
+}
+
+// runeBoundary moves n back (at most 3 bytes) so that data[:n] does not end
+// inside a UTF-8 character; it returns n unchanged for binary data.
+func runeBoundary(data []byte, n int) int {
+	for i := n; i > n-utf8.UTFMax && i > 0; i-- {
+		if utf8.RuneStart(data[i]) {
+			return i
+		}
+	}
+	return n
+}
+
+// utf8Cut returns the length of the longest prefix of p that does not end
+// inside an incomplete multi-byte character.
+func utf8Cut(p []byte) int {
+	for i := len(p) - 1; i >= 0 && i >= len(p)-utf8.UTFMax+1; i-- {
+		if utf8.RuneStart(p[i]) {
+			if p[i] >= utf8.RuneSelf && !utf8.FullRune(p[i:]) {
+				return i
+			}
+			return len(p)
+		}
+	}
+	return len(p)
+}
+
+// appendOutputEvent appends an output event for data to dst: text when data
+// is valid UTF-8, base64 otherwise.
+func appendOutputEvent(dst []byte, stream ringbuf.Stream, cursor int64, data []byte) []byte {
+	dst = append(dst, `{"type":"output","stream":"`...)
+	dst = append(dst, stream.String()...)
+	dst = append(dst, `","cursor":`...)
+	dst = strconv.AppendInt(dst, cursor, 10)
+	dst = append(dst, `,"data":"`...)
+	if utf8.Valid(data) {
+		dst = appendJSONText(dst, data)
+		dst = append(dst, '"')
+	} else {
+		dst = base64.StdEncoding.AppendEncode(dst, data)
+		dst = append(dst, `","encoding":"base64"`...)
+	}
+	dst = append(dst, `,"next_cursor":`...)
+	dst = strconv.AppendInt(dst, cursor+int64(len(data)), 10)
+	return append(dst, '}')
+}
+
+const hexDigits = "0123456789abcdef"
+
+// appendJSONText appends valid UTF-8 text as the inside of a JSON string.
+// Only '"', '\\' and control characters need escaping; U+2028/U+2029 are
+// escaped too, for JavaScript consumers.
+func appendJSONText(dst, s []byte) []byte {
+	start := 0
+	for i := 0; i < len(s); {
+		b := s[i]
+		if b >= 0x20 && b != '"' && b != '\\' && b < utf8.RuneSelf {
+			i++
+			continue
+		}
+		if b >= utf8.RuneSelf {
+			if b == 0xe2 && i+2 < len(s) && s[i+1] == 0x80 && (s[i+2] == 0xa8 || s[i+2] == 0xa9) {
+				dst = append(dst, s[start:i]...)
+				dst = append(dst, `\u202`...)
+				dst = append(dst, hexDigits[s[i+2]&0xf])
+				i += 3
+				start = i
+				continue
+			}
+			i++
+			continue
+		}
+		dst = append(dst, s[start:i]...)
+		switch b {
+		case '"', '\\':
+			dst = append(dst, '\\', b)
+		case '\n':
+			dst = append(dst, '\\', 'n')
+		case '\r':
+			dst = append(dst, '\\', 'r')
+		case '\t':
+			dst = append(dst, '\\', 't')
+		default:
+			dst = append(dst, '\\', 'u', '0', '0', hexDigits[b>>4], hexDigits[b&0xf])
+		}
+		i++
+		start = i
+	}
+	return append(dst, s[start:]...)
+}
+
+// ndjsonSink writes events as lines of an HTTP response.
+type ndjsonSink struct {
+	w   http.ResponseWriter
+	rc  *http.ResponseController
+	buf []byte
+}
+
+func (n *ndjsonSink) event(obj []byte) error {
+	n.buf = append(n.buf, obj...)
+	n.buf = append(n.buf, '\n')
+	if len(n.buf) >= 256<<10 {
+		return n.flush()
+	}
+	return nil
+}
+
+func (n *ndjsonSink) flush() error {
+	if len(n.buf) > 0 {
+		if _, err := n.w.Write(n.buf); err != nil {
+			return err
+		}
+		n.buf = n.buf[:0]
+	}
+	return n.rc.Flush()
+}
+
+func (n *ndjsonSink) heartbeat(next int64) error {
+	n.buf = append(n.buf, marshal(event{Type: "heartbeat", NextCursor: next})...)
+	n.buf = append(n.buf, '\n')
+	return n.flush()
+}
+
+// streamNDJSON answers with the event stream: headers at once, an optional
+// first line, then streamEvents.
+func (s *Server) streamNDJSON(w http.ResponseWriter, r *http.Request, c *runtime.Command, code int, cursor int64, follow bool, window time.Duration, first []byte) {
+	h := w.Header()
+	h.Set("Content-Type", "application/x-ndjson")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(code)
+	sink := &ndjsonSink{w: w, rc: http.NewResponseController(w)}
+	if first != nil {
+		sink.event(first)
+	}
+	if err := sink.flush(); err != nil {
+		return
+	}
+	s.metrics.streamClients.Inc()
+	defer s.metrics.streamClients.Dec()
+	s.streamEvents(r.Context(), c, streamOptions{
+		cursor: cursor, follow: follow, window: window, heartbeatEvery: s.opts.HeartbeatInterval,
+	}, sink)
+}

@@ -1,0 +1,143 @@
+// Package procgroup starts commands as leaders of their own process group, signals
+// the whole group, and owns the only wait4 call site of the process (the Reaper), so
+// that the exit status of a command can never be stolen and no orphan stays a zombie.
+//
+// It is the only package of the module that imports golang.org/x/sys/unix. The real
+// implementation is Linux-only; on other systems every entry point returns
+// ErrUnsupported so that the module still builds (for editors and go vet on macOS).
+package procgroup
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"syscall"
+	"time"
+)
+
+var (
+	// ErrReaperActive is returned by NewReaper while another Reaper of this process
+	// is open (there must be exactly one wait4 call site per process).
+	ErrReaperActive = errors.New("procgroup: a reaper is already active in this process")
+
+	// ErrClosed is returned by Start after the Reaper was closed.
+	ErrClosed = errors.New("procgroup: reaper closed")
+
+	// ErrNotFound matches a *StartError whose executable does not exist: ENOENT (or
+	// ENOTDIR on a path component) on the executable, or no match on PATH.
+	ErrNotFound = errors.New("procgroup: executable not found")
+
+	// ErrPermission matches a *StartError with EACCES or EPERM on the executable
+	// (not executable, a directory, or a path component not searchable).
+	ErrPermission = errors.New("procgroup: permission denied")
+
+	// ErrExecFormat matches a *StartError with ENOEXEC: the file is not a binary the
+	// kernel can run and has no "#!" line. Like Python's subprocess there is no
+	// fallback to /bin/sh.
+	ErrExecFormat = errors.New("procgroup: exec format error")
+
+	// ErrBadDir matches a *StartError with Op "chdir": Spec.Dir is missing, not a
+	// directory, or not searchable. It is checked with stat before forking.
+	ErrBadDir = errors.New("procgroup: bad working directory")
+
+	// ErrUnsupported is returned by every entry point on systems other than Linux.
+	ErrUnsupported = errors.New("procgroup: unsupported on this operating system")
+
+	// ErrGroupGone is returned by Process.Signal when the process group has no
+	// members left (kill answered ESRCH).
+	ErrGroupGone = errors.New("procgroup: process group has no members")
+)
+
+// StartError is returned by Reaper.Start when a command could not be started.
+// errors.Is(err, ErrNotFound), ErrPermission, ErrExecFormat and ErrBadDir work on it,
+// and so does errors.Is(err, syscall.ENOENT) (Unwrap returns the Errno).
+type StartError struct {
+	Op    string        // "exec" or "chdir"
+	Path  string        // argv[0] exactly as given (Op "exec"), or Spec.Dir (Op "chdir")
+	Errno syscall.Errno // the raw errno (ENOENT, EACCES, ENOEXEC, ENOTDIR, ...)
+}
+
+// Error reads like `exec "nosuchcmd": no such file or directory`.
+func (e *StartError) Error() string {
+	return fmt.Sprintf("%s %q: %s", e.Op, e.Path, e.Errno.Error())
+}
+
+// Unwrap returns the raw Errno.
+func (e *StartError) Unwrap() error { return e.Errno }
+
+// Is maps the error to the package's sentinels: every "chdir" error is ErrBadDir;
+// an "exec" error is ErrNotFound (ENOENT, ENOTDIR), ErrPermission (EACCES, EPERM)
+// or ErrExecFormat (ENOEXEC).
+func (e *StartError) Is(target error) bool {
+	if e.Op == "chdir" {
+		return target == ErrBadDir
+	}
+	switch e.Errno {
+	case syscall.ENOENT, syscall.ENOTDIR:
+		return target == ErrNotFound
+	case syscall.EACCES, syscall.EPERM:
+		return target == ErrPermission
+	case syscall.ENOEXEC:
+		return target == ErrExecFormat
+	}
+	return false
+}
+
+// Spec describes a command for Reaper.Start.
+type Spec struct {
+	// Argv is the argument vector; it must not be empty. Argv[0] without a "/" is
+	// searched on the PATH found in Env (the last PATH= entry), falling back to the
+	// runtime's own PATH, the way Python's os.execvpe does: directories whose
+	// candidate is missing are skipped; if none is executable the error is EACCES
+	// when some candidate exists but cannot be executed, else ENOENT. Argv[0]
+	// containing a "/" is used as is (relative to Dir).
+	Argv []string
+	// Env is the complete environment, "K=V" entries, passed as is.
+	Env []string
+	// Dir is the working directory; "" inherits the runtime's.
+	Dir string
+	// Stdin true gives the command a pipe (Process.Stdin is its write end); false
+	// gives it /dev/null.
+	Stdin bool
+}
+
+// Process is a started command: the leader of a new process group whose pgid is Pid.
+//
+// The caller owns Stdin, Stdout and Stderr and must close them. The exit status is
+// written once by the Reaper before done is closed and never changes afterwards.
+type Process struct {
+	Pid    int
+	Stdin  *os.File // write end of the stdin pipe; nil when Spec.Stdin is false. Caller closes it.
+	Stdout *os.File // read end (pollable: Close from another goroutine unblocks a Read). Caller closes it.
+	Stderr *os.File // read end. Caller closes it.
+
+	done chan struct{} // closed by the Reaper once the leader has been reaped
+	exit ExitStatus    // written before done is closed
+}
+
+// Done returns a channel closed once the leader has been reaped. If the Reaper is
+// closed while the process is still running, the channel is never closed.
+func (p *Process) Done() <-chan struct{} { return p.done }
+
+// Exit returns the exit status of the leader. It is valid once Done is closed;
+// before that it returns the zero ExitStatus.
+func (p *Process) Exit() ExitStatus {
+	select {
+	case <-p.done:
+		return p.exit
+	default:
+		return ExitStatus{}
+	}
+}
+
+// ExitStatus is how the leader of a process group ended, as wait4 reported it.
+type ExitStatus struct {
+	Code     int            // exit code 0..255, or -N when killed by signal N (Python convention)
+	Signal   syscall.Signal // the signal that ended it, 0 if it exited
+	UserCPU  time.Duration  // from wait4's rusage (the leader plus its reaped descendants)
+	SysCPU   time.Duration
+	MaxRSSKB int64
+}
+
+// Signaled reports whether a signal ended the process.
+func (s ExitStatus) Signaled() bool { return s.Signal != 0 }

@@ -1,0 +1,500 @@
+//go:build linux
+
+package procgroup
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"go.uber.org/zap"
+	"golang.org/x/sys/unix"
+)
+
+const (
+	// safetyReapInterval bounds how long a child can stay a zombie if a SIGCHLD
+	// was lost (coalesced signals are drained anyway; this covers e.g. a signal that
+	// arrived while no Reaper was listening).
+	safetyReapInterval = time.Second
+
+	// groupPollInterval is how often Terminate checks whether a group whose leader
+	// has been reaped still has members.
+	groupPollInterval = 20 * time.Millisecond
+
+	// defaultPath is used when neither Spec.Env nor the runtime has a PATH
+	// (Python's os.defpath).
+	defaultPath = "/bin:/usr/bin"
+)
+
+// active is true while a Reaper of this process is open.
+var active atomic.Bool
+
+// Reaper is the only place of the process that calls wait4. It marks the process
+// a child subreaper and runs one goroutine that, on every SIGCHLD (and once a
+// second as a safety net), reaps every child that has exited: exit statuses of
+// processes started with Start are dispatched to their Process; any other child
+// (an orphan reparented to us) is reaped and counted.
+//
+// Nothing else in the process may wait for children: exec.Cmd.Wait, os.Process.Wait
+// or signal.Ignore(SIGCHLD) would steal or discard exit statuses.
+type Reaper struct {
+	log *zap.Logger
+
+	// forkMu is read-locked by Start across fork+registration and write-locked by the
+	// reap loop around its wait4 loop, so a child can never be reaped before it is
+	// registered. It also guards closed.
+	forkMu sync.RWMutex
+	closed bool
+
+	// procsMu guards procs (Starts holding forkMu's read lock register concurrently).
+	procsMu sync.Mutex
+	procs   map[int]*Process // started and not yet reaped, by pid
+
+	orphans atomic.Uint64
+
+	// notifyMu guards notify, a channel closed (and replaced) after every reap pass
+	// that reaped an orphan; WaitOrphans waits on it.
+	notifyMu sync.Mutex
+	notify   chan struct{}
+
+	sigCh     chan os.Signal
+	stop      chan struct{} // closed by Close
+	exited    chan struct{} // closed when the loop goroutine returns
+	closeOnce sync.Once
+}
+
+// NewReaper marks the process a child subreaper (PR_SET_CHILD_SUBREAPER), subscribes
+// to SIGCHLD and starts the reap loop. Only one Reaper may be open per process: a
+// second call returns ErrReaperActive until the first is closed. A nil log is
+// allowed.
+func NewReaper(log *zap.Logger) (*Reaper, error) {
+	if log == nil {
+		log = zap.NewNop()
+	}
+	if !active.CompareAndSwap(false, true) {
+		return nil, ErrReaperActive
+	}
+	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+		active.Store(false)
+		return nil, os.NewSyscallError("prctl(PR_SET_CHILD_SUBREAPER)", err)
+	}
+	r := &Reaper{
+		log:    log.Named("reaper"),
+		procs:  make(map[int]*Process),
+		notify: make(chan struct{}),
+		sigCh:  make(chan os.Signal, 1),
+		stop:   make(chan struct{}),
+		exited: make(chan struct{}),
+	}
+	signal.Notify(r.sigCh, syscall.SIGCHLD)
+	go r.loop()
+	return r, nil
+}
+
+// Close stops the reap loop and waits for it to return; it is idempotent and always
+// returns nil. Running processes are not signalled; their Done channels will not be
+// closed. The process stays a child subreaper, so orphans wait as zombies for the
+// next Reaper (whose first pass reaps them).
+func (r *Reaper) Close() error {
+	r.closeOnce.Do(func() {
+		r.forkMu.Lock()
+		r.closed = true
+		r.forkMu.Unlock()
+		signal.Stop(r.sigCh)
+		close(r.stop)
+		<-r.exited
+		active.Store(false)
+		r.log.Debug("reaper closed")
+	})
+	return nil
+}
+
+// OrphansReaped returns how many children this Reaper has reaped that were not
+// started with Start.
+func (r *Reaper) OrphansReaped() uint64 { return r.orphans.Load() }
+
+// WaitOrphans blocks until OrphansReaped() >= n. It returns ctx.Err() if ctx is done
+// first, or ErrClosed if the Reaper is closed first.
+func (r *Reaper) WaitOrphans(ctx context.Context, n uint64) error {
+	for {
+		r.notifyMu.Lock()
+		ch := r.notify
+		r.notifyMu.Unlock()
+		if r.orphans.Load() >= n {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-r.stop:
+			return ErrClosed
+		}
+	}
+}
+
+func (r *Reaper) loop() {
+	defer close(r.exited)
+	tick := time.NewTicker(safetyReapInterval)
+	defer tick.Stop()
+	r.reap() // children that exited before we subscribed
+	for {
+		select {
+		case <-r.stop:
+			return
+		case <-r.sigCh:
+		case <-tick.C:
+		}
+		r.reap()
+	}
+}
+
+// reap collects every child that has exited, holding forkMu's write lock so that no
+// fork is between fork and registration.
+func (r *Reaper) reap() {
+	r.forkMu.Lock()
+	defer r.forkMu.Unlock()
+	orphans := 0
+	for {
+		var ws unix.WaitStatus
+		var ru unix.Rusage
+		pid, err := unix.Wait4(-1, &ws, unix.WNOHANG|unix.WALL, &ru)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			if err != unix.ECHILD {
+				r.log.Error("wait4 failed", zap.Error(err))
+			}
+			break
+		}
+		if pid <= 0 {
+			break
+		}
+		st := exitStatus(ws, &ru)
+		r.procsMu.Lock()
+		p := r.procs[pid]
+		delete(r.procs, pid)
+		r.procsMu.Unlock()
+		if p == nil {
+			orphans++
+			r.orphans.Add(1)
+			r.log.Debug("orphan reaped", zap.Int("pid", pid), zap.Int("code", st.Code))
+			continue
+		}
+		p.exit = st
+		close(p.done)
+	}
+	if orphans > 0 {
+		r.notifyMu.Lock()
+		close(r.notify)
+		r.notify = make(chan struct{})
+		r.notifyMu.Unlock()
+	}
+}
+
+func exitStatus(ws unix.WaitStatus, ru *unix.Rusage) ExitStatus {
+	st := ExitStatus{
+		UserCPU:  time.Duration(ru.Utime.Nano()),
+		SysCPU:   time.Duration(ru.Stime.Nano()),
+		MaxRSSKB: ru.Maxrss, // kilobytes on Linux
+	}
+	switch {
+	case ws.Exited():
+		st.Code = ws.ExitStatus()
+	case ws.Signaled():
+		st.Signal = syscall.Signal(ws.Signal())
+		st.Code = -int(st.Signal)
+	}
+	return st
+}
+
+// Start forks and execs spec as the leader of a new process group (pgid == pid),
+// with stdout and stderr as two pipes and stdin as a pipe or /dev/null. The process
+// is registered with the Reaper before the reap loop can run again, so its exit is
+// never missed, however short-lived it is.
+//
+// A failure to start returns a *StartError (or ErrClosed) and leaves nothing behind:
+// no file descriptor, no zombie, no registration.
+func (r *Reaper) Start(spec Spec) (*Process, error) {
+	if len(spec.Argv) == 0 {
+		return nil, &StartError{Op: "exec", Errno: unix.EINVAL}
+	}
+	argv0 := spec.Argv[0]
+	for _, s := range spec.Argv {
+		if strings.IndexByte(s, 0) >= 0 {
+			return nil, &StartError{Op: "exec", Path: argv0, Errno: unix.EINVAL}
+		}
+	}
+	for _, s := range spec.Env {
+		if strings.IndexByte(s, 0) >= 0 {
+			return nil, &StartError{Op: "exec", Path: argv0, Errno: unix.EINVAL}
+		}
+	}
+	if spec.Dir != "" {
+		if errno := checkDir(spec.Dir); errno != 0 {
+			return nil, &StartError{Op: "chdir", Path: spec.Dir, Errno: errno}
+		}
+	}
+	path, errno := lookPath(argv0, pathFromEnv(spec.Env), spec.Dir)
+	if errno != 0 {
+		return nil, &StartError{Op: "exec", Path: argv0, Errno: errno}
+	}
+
+	var parentFiles, childFiles []*os.File
+	closeAll := func() {
+		for _, f := range parentFiles {
+			f.Close()
+		}
+		for _, f := range childFiles {
+			f.Close()
+		}
+	}
+	fail := func(errno syscall.Errno) (*Process, error) {
+		closeAll()
+		return nil, &StartError{Op: "exec", Path: argv0, Errno: errno}
+	}
+	var stdin *os.File
+	if spec.Stdin {
+		pr, pw, err := os.Pipe()
+		if err != nil {
+			return fail(errnoOf(err))
+		}
+		childFiles = append(childFiles, pr)
+		parentFiles = append(parentFiles, pw)
+		stdin = pw
+	} else {
+		devnull, err := os.Open(os.DevNull)
+		if err != nil {
+			return fail(errnoOf(err))
+		}
+		childFiles = append(childFiles, devnull)
+	}
+	var out [2]*os.File
+	for i := range out {
+		pr, pw, err := os.Pipe()
+		if err != nil {
+			return fail(errnoOf(err))
+		}
+		parentFiles = append(parentFiles, pr)
+		childFiles = append(childFiles, pw)
+		out[i] = pr
+	}
+	// Fd puts the child's ends in blocking mode (O_NONBLOCK is per open file
+	// description, so the parent's ends stay pollable).
+	fds := make([]uintptr, len(childFiles))
+	for i, f := range childFiles {
+		fds[i] = f.Fd()
+	}
+	attr := &syscall.ProcAttr{
+		Dir:   spec.Dir,
+		Env:   spec.Env,
+		Files: fds,
+		Sys:   &syscall.SysProcAttr{Setpgid: true},
+	}
+
+	r.forkMu.RLock()
+	if r.closed {
+		r.forkMu.RUnlock()
+		closeAll()
+		return nil, ErrClosed
+	}
+	// On an exec failure ForkExec reaps the child itself with wait4(pid); our loop
+	// cannot run meanwhile because we hold the read lock.
+	pid, err := syscall.ForkExec(path, spec.Argv, attr)
+	var p *Process
+	if err == nil {
+		p = &Process{Pid: pid, Stdin: stdin, Stdout: out[0], Stderr: out[1], done: make(chan struct{})}
+		r.procsMu.Lock()
+		r.procs[pid] = p
+		r.procsMu.Unlock()
+	}
+	r.forkMu.RUnlock()
+
+	if err != nil {
+		errno := errnoOf(err)
+		// The child reports a failed chdir and a failed execve the same way; tell
+		// them apart by checking the directory again (it passed the check above).
+		if spec.Dir != "" {
+			if derr := checkDir(spec.Dir); derr != 0 {
+				closeAll()
+				return nil, &StartError{Op: "chdir", Path: spec.Dir, Errno: derr}
+			}
+		}
+		return fail(errno)
+	}
+	for _, f := range childFiles {
+		f.Close()
+	}
+	r.log.Debug("started", zap.Int("pid", pid), zap.String("argv0", argv0))
+	return p, nil
+}
+
+// checkDir returns the errno a chdir into dir would most likely fail with, or 0.
+func checkDir(dir string) syscall.Errno {
+	var st unix.Stat_t
+	if err := unix.Stat(dir, &st); err != nil {
+		return errnoOf(err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		return unix.ENOTDIR
+	}
+	if err := unix.Faccessat(unix.AT_FDCWD, dir, unix.X_OK, unix.AT_EACCESS); err != nil {
+		return errnoOf(err)
+	}
+	return 0
+}
+
+// pathFromEnv returns the value of the last PATH= entry of env, else the runtime's
+// own PATH, else defaultPath.
+func pathFromEnv(env []string) string {
+	for i := len(env) - 1; i >= 0; i-- {
+		if v, ok := strings.CutPrefix(env[i], "PATH="); ok {
+			return v
+		}
+	}
+	if v, ok := os.LookupEnv("PATH"); ok {
+		return v
+	}
+	return defaultPath
+}
+
+// lookPath resolves file the way Python's os.execvpe does, but with stat and
+// access instead of one execve per candidate, so that only one fork is needed.
+// A file containing "/" is returned as is (execve reports its errors). Otherwise
+// each PATH entry is tried in order ("" means the working directory); the first
+// error other than ENOENT/ENOTDIR is remembered (a candidate that exists but is
+// not executable gives EACCES) and reported when no candidate is executable, else
+// ENOENT. Relative candidates are checked relative to dir, where the child will
+// exec them.
+//
+// Unlike execvpe, a candidate that passes the check but then fails in execve
+// (ENOEXEC, ETXTBSY) is reported instead of falling through to the next entry.
+func lookPath(file, pathList, dir string) (string, syscall.Errno) {
+	if strings.Contains(file, "/") {
+		return file, 0
+	}
+	if file == "" {
+		return "", unix.ENOENT
+	}
+	var saved syscall.Errno
+	for _, d := range strings.Split(pathList, ":") {
+		cand := "./" + file
+		if d != "" {
+			cand = d + "/" + file
+		}
+		check := cand
+		if dir != "" && !filepath.IsAbs(cand) {
+			check = filepath.Join(dir, cand)
+		}
+		var st unix.Stat_t
+		if err := unix.Stat(check, &st); err != nil {
+			if errno := errnoOf(err); errno != unix.ENOENT && errno != unix.ENOTDIR && saved == 0 {
+				saved = errno
+			}
+			continue
+		}
+		if st.Mode&unix.S_IFMT != unix.S_IFREG {
+			if saved == 0 {
+				saved = unix.EACCES
+			}
+			continue
+		}
+		if err := unix.Faccessat(unix.AT_FDCWD, check, unix.X_OK, unix.AT_EACCESS); err != nil {
+			if saved == 0 {
+				saved = errnoOf(err)
+			}
+			continue
+		}
+		return cand, 0
+	}
+	if saved != 0 {
+		return "", saved
+	}
+	return "", unix.ENOENT
+}
+
+// errnoOf extracts the Errno from err (EIO if there is none).
+func errnoOf(err error) syscall.Errno {
+	var errno syscall.Errno
+	if errors.As(err, &errno) {
+		return errno
+	}
+	return unix.EIO
+}
+
+// Signal sends sig to the whole process group (kill(-pgid, sig)). It returns nil if
+// the signal was delivered, ErrGroupGone when the group has no members left (ESRCH),
+// or another error from kill.
+//
+// PID reuse: the pgid number cannot be reused while any member of the group is alive
+// or an unreaped zombie (the kernel keeps the struct pid), so while the group exists
+// the signal reaches exactly it. Once every member is gone, kill answers ESRCH unless
+// an unrelated process has since been given that number and made itself a group
+// leader with it (setpgid/setsid) within that window; that would be signalled
+// instead. This is accepted: it needs a full PID wrap-around between the group
+// emptying and a late Signal, and callers stop signalling once Terminate returned or
+// ErrGroupGone was seen.
+func (p *Process) Signal(sig syscall.Signal) error {
+	err := unix.Kill(-p.Pid, sig)
+	switch err {
+	case nil:
+		return nil
+	case unix.ESRCH:
+		return ErrGroupGone
+	default:
+		return os.NewSyscallError("kill", err)
+	}
+}
+
+// groupEmpty reports whether the process group has no members left (zombies that
+// have not been reaped are still members).
+func (p *Process) groupEmpty() bool {
+	return unix.Kill(-p.Pid, 0) == unix.ESRCH
+}
+
+// Terminate sends SIGTERM to the group, then SIGKILL to the group once grace has
+// passed if it still has members, even when the leader already exited, so that
+// grandchildren that ignore SIGTERM die too. It returns when SIGKILL was sent or the
+// group was found empty (checked every 20 ms once the leader has been reaped). When
+// ctx is done before grace has passed, SIGKILL is sent at once.
+//
+// Processes that left the group (setpgid/setsid) are not reached.
+func (p *Process) Terminate(ctx context.Context, grace time.Duration) {
+	if errors.Is(p.Signal(syscall.SIGTERM), ErrGroupGone) {
+		return
+	}
+	timer := time.NewTimer(grace)
+	defer timer.Stop()
+	done := p.done
+	var poll <-chan time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			_ = p.Signal(syscall.SIGKILL)
+			return
+		case <-timer.C:
+			_ = p.Signal(syscall.SIGKILL)
+			return
+		case <-done:
+			done = nil
+			if p.groupEmpty() {
+				return
+			}
+			t := time.NewTicker(groupPollInterval)
+			defer t.Stop()
+			poll = t.C
+		case <-poll:
+			if p.groupEmpty() {
+				return
+			}
+		}
+	}
+}

@@ -1,0 +1,404 @@
+package runtime
+
+import (
+	"context"
+	"os"
+	"sync"
+	"syscall"
+	"time"
+	"unicode/utf8"
+
+	"go.uber.org/zap"
+
+	"github.com/sandbox-runtime/sandbox-runtime/procgroup"
+	"github.com/sandbox-runtime/sandbox-runtime/ringbuf"
+)
+
+// pumpBufSize is the read size of a pipe reader: the default pipe capacity.
+const pumpBufSize = 64 << 10
+
+// pumpBufs recycles pipe-reader buffers: fresh memory is slow to touch on
+// these VMs, and a short command should not pay for 128 KiB of it.
+var pumpBufs = sync.Pool{New: func() any { b := make([]byte, pumpBufSize); return &b }}
+
+// Command is one managed command. Its exported methods are safe for
+// concurrent use.
+type Command struct {
+	id   string
+	spec spec
+	m    *Manager
+	log  *zap.Logger
+	ring *ringbuf.Ring
+
+	// startedCh is closed once the spawn has succeeded or failed; startErr and
+	// proc are written before it is closed and never after.
+	startedCh chan struct{}
+	startErr  error
+	proc      *procgroup.Process
+
+	endCh chan struct{} // closed when an early end is first requested (c.cause set)
+	done  chan struct{} // closed after the final state is set and the ring closed
+
+	mu           sync.Mutex // guards the fields below
+	state        State
+	cause        cause
+	leaderExited bool
+	exit         procgroup.ExitStatus
+	createdAt    time.Time
+	startedAt    time.Time
+	finishedAt   time.Time
+	stdin        stdinQueue
+}
+
+// stdinQueue is the ordered, bounded queue in front of a command's stdin pipe.
+// It is guarded by Command.mu.
+type stdinQueue struct {
+	enabled bool
+	closed  bool     // eof requested (or never enabled, or the command finished)
+	queued  int      // bytes accepted and not yet written
+	chunks  [][]byte // in order
+	broken  bool     // a write failed: later data is discarded
+	wake    chan struct{}
+}
+
+// ID returns the canonical command id.
+func (c *Command) ID() string { return c.id }
+
+// Done is closed when the command has finished and its status is final.
+func (c *Command) Done() <-chan struct{} { return c.done }
+
+// Status returns a snapshot of the command.
+func (c *Command) Status() Status {
+	st := c.ring.Stats()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := Status{
+		CommandID:      c.id,
+		Argv:           c.spec.argv,
+		Cwd:            c.spec.cwd,
+		State:          c.state,
+		Stdin:          c.stdin.enabled,
+		StdinClosed:    c.stdin.closed,
+		TimeoutSeconds: c.spec.timeout.Seconds(),
+		CreatedAt:      utc(c.createdAt),
+		StartedAt:      utcPtr(c.startedAt),
+		FinishedAt:     utcPtr(c.finishedAt),
+		StdoutBytes:    st.StdoutTotal,
+		StderrBytes:    st.StderrTotal,
+		RetainedFrom:   st.Start,
+		NextCursor:     st.End,
+		Truncated:      st.Truncated,
+	}
+	if c.proc != nil {
+		s.PID = c.proc.Pid
+	}
+	if c.state.Finished() {
+		code := c.exit.Code
+		s.ExitCode = &code
+		if c.exit.Signal != 0 {
+			name := SignalName(c.exit.Signal)
+			s.Signal = &name
+		}
+		s.ExpiresAt = utcPtr(c.finishedAt.Add(c.m.cfg.ResultTTL))
+		s.Resources = &Resources{
+			UserCPUMillis:   c.exit.UserCPU.Milliseconds(),
+			SystemCPUMillis: c.exit.SysCPU.Milliseconds(),
+			MaxRSSKB:        c.exit.MaxRSSKB,
+		}
+	}
+	return s
+}
+
+// Read copies retained output from cursor on; see ringbuf.Ring.Read. A cursor
+// beyond the output produced so far wraps ErrInvalid.
+func (c *Command) Read(cursor int64, maxBytes int, dst []byte, recs []ringbuf.Record) (ringbuf.ReadResult, error) {
+	res, err := c.ring.Read(cursor, maxBytes, dst, recs)
+	if err != nil {
+		return res, invalidf("cursor %d: %v", cursor, err)
+	}
+	return res, nil
+}
+
+// CheckCursor reports whether cursor is a valid place to read from now.
+func (c *Command) CheckCursor(cursor int64) error {
+	if end := c.ring.Stats().End; cursor < 0 || cursor > end {
+		return invalidf("cursor %d is outside [0, %d]", cursor, end)
+	}
+	return nil
+}
+
+// NextCursor returns the cursor just past the output produced so far.
+func (c *Command) NextCursor() int64 { return c.ring.End() }
+
+// Notify returns a channel closed at the next output or at the end of output.
+// Take it before Read so that no wake-up is missed.
+func (c *Command) Notify() <-chan struct{} { return c.ring.Notify() }
+
+// Wait holds until the command finishes, d passes or ctx is done, and returns
+// the status either way. It never affects the command.
+func (c *Command) Wait(ctx context.Context, d time.Duration) Status {
+	if d > 0 {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-c.done:
+		case <-t.C:
+		case <-ctx.Done():
+		}
+	}
+	return c.Status()
+}
+
+// Kill cancels the command (SIGTERM to the group, SIGKILL after the grace) and
+// returns the final status once it has finished. On a finished command it
+// returns the status unchanged. If ctx ends first the current status is
+// returned with ctx's error; the kill goes on regardless.
+func (c *Command) Kill(ctx context.Context) (Status, error) {
+	c.requestEnd(causeKill)
+	select {
+	case <-c.done:
+		return c.Status(), nil
+	case <-ctx.Done():
+		return c.Status(), ctx.Err()
+	}
+}
+
+// Signal sends sig to the command's process group. The state is not changed
+// by itself. ErrFinished once the command has finished.
+func (c *Command) Signal(sig syscall.Signal) (Status, error) {
+	c.mu.Lock()
+	finished := c.state.Finished()
+	c.mu.Unlock()
+	if finished {
+		return c.Status(), errorf(ErrFinished, "command %s has finished", c.id)
+	}
+	// A group that is already empty (leader gone, pipes draining) is not an
+	// error: the signal had nobody left to reach.
+	_ = c.proc.Signal(sig)
+	return c.Status(), nil
+}
+
+// WriteStdin queues data for the command's stdin, and closes it after the
+// data when eof is set. It never blocks on the child. It answers the number
+// of bytes accepted and whether stdin is now closed.
+func (c *Command) WriteStdin(data []byte, eof bool) (int, bool, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	q := &c.stdin
+	switch {
+	case !q.enabled:
+		return 0, true, errorf(ErrStdinNotEnabled, "command %s was started without stdin", c.id)
+	case c.state.Finished():
+		return 0, true, errorf(ErrFinished, "command %s has finished", c.id)
+	case q.closed:
+		return 0, true, errorf(ErrStdinClosed, "stdin of command %s is closed", c.id)
+	case q.queued+len(data) > c.m.cfg.StdinLimit:
+		return 0, false, errorf(ErrStdinFull, "stdin queue holds %d of %d bytes; %d more do not fit", q.queued, c.m.cfg.StdinLimit, len(data))
+	}
+	if len(data) > 0 {
+		q.chunks = append(q.chunks, append([]byte(nil), data...))
+		q.queued += len(data)
+	}
+	if eof {
+		q.closed = true
+	}
+	select {
+	case q.wake <- struct{}{}:
+	default:
+	}
+	return len(data), q.closed, nil
+}
+
+// requestEnd records why the command should end early and wakes the owner.
+// The first cause wins; a command whose leader already exited is left alone.
+func (c *Command) requestEnd(why cause) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.state != StateRunning || c.leaderExited || c.cause != causeNone {
+		return
+	}
+	c.cause = why
+	close(c.endCh)
+}
+
+// run is the owner goroutine: it pumps output, enforces the timeout and the
+// end-of-command rule, and finalises the command.
+func (c *Command) run(p *procgroup.Process) {
+	defer c.m.wg.Done()
+	var pumps sync.WaitGroup
+	pumps.Add(2)
+	go c.pump(p.Stdout, ringbuf.Stdout, &pumps)
+	go c.pump(p.Stderr, ringbuf.Stderr, &pumps)
+	pipesDone := make(chan struct{})
+	go func() { pumps.Wait(); close(pipesDone) }()
+	if p.Stdin != nil {
+		go c.writeStdin(p.Stdin)
+	}
+
+	timeout := time.NewTimer(c.spec.timeout)
+	defer timeout.Stop()
+	var grace <-chan time.Time
+	var terminated chan struct{}
+	termCtx, stopTerm := context.WithCancel(context.Background())
+	defer stopTerm()
+	leaderDone, endCh, shutdown := p.Done(), c.endCh, c.m.shutdownCh
+	pipesOpen := true
+	for leaderDone != nil || (pipesOpen && grace != nil) {
+		select {
+		case <-leaderDone:
+			leaderDone = nil
+			c.mu.Lock()
+			c.leaderExited = true
+			c.mu.Unlock()
+			if c.m.cfg.KillGrace > 0 {
+				g := time.NewTimer(c.m.cfg.KillGrace)
+				defer g.Stop()
+				grace = g.C
+			} else {
+				grace = closedTimeC()
+			}
+		case <-pipesDone:
+			pipesDone, pipesOpen = nil, false
+		case <-grace:
+			pipesOpen = false // stop collecting: a background child holds the pipes
+		case <-timeout.C:
+			c.requestEnd(causeTimeout)
+		case <-shutdown:
+			shutdown = nil
+			c.requestEnd(causeShutdown)
+		case <-endCh:
+			endCh = nil
+			terminated = make(chan struct{})
+			go func() {
+				defer close(terminated)
+				p.Terminate(termCtx, c.m.cfg.KillGrace)
+			}()
+		}
+	}
+	// Unblock the pumps if a background child still holds the pipes, then
+	// wait for them so that no Append happens after the ring is closed.
+	p.Stdout.Close()
+	p.Stderr.Close()
+	pumps.Wait()
+	if terminated != nil {
+		<-terminated
+	}
+	c.finish(p.Exit())
+}
+
+func closedTimeC() <-chan time.Time {
+	ch := make(chan time.Time)
+	close(ch)
+	return ch
+}
+
+// finish sets the final state, closes the ring and then the done channel.
+func (c *Command) finish(exit procgroup.ExitStatus) {
+	now := c.m.cfg.Clock.Now()
+	c.mu.Lock()
+	c.state = transition(c.state, evEnded, c.cause)
+	c.exit = exit
+	c.finishedAt = now
+	c.stdin.closed = true
+	c.stdin.chunks, c.stdin.queued = nil, 0
+	state := c.state
+	c.mu.Unlock()
+	if c.proc.Stdin != nil {
+		c.proc.Stdin.Close() // unblocks a writer stuck on a child that never reads
+	}
+	c.ring.Close()
+	close(c.done)
+	st := c.ring.Stats()
+	c.m.finished(c, state, st.Truncated)
+	c.log.Info("command finished",
+		zap.String("state", state.String()),
+		zap.Int("exit_code", exit.Code),
+		zap.Duration("duration", now.Sub(c.startedAt)),
+		zap.Int64("stdout_bytes", st.StdoutTotal),
+		zap.Int64("stderr_bytes", st.StderrTotal),
+		zap.Bool("truncated", st.Truncated))
+}
+
+// pump copies one pipe into the ring until EOF or until the pipe is closed.
+// It never waits for a reader. A multi-byte UTF-8 character split by a read
+// is held back until the next read (or EOF), so no chunk ends inside one.
+func (c *Command) pump(f *os.File, s ringbuf.Stream, wg *sync.WaitGroup) {
+	defer wg.Done()
+	bp := pumpBufs.Get().(*[]byte)
+	defer pumpBufs.Put(bp)
+	buf := *bp
+	held := 0
+	for {
+		n, err := f.Read(buf[held:])
+		if n > 0 {
+			data := buf[:held+n]
+			cut := utf8Cut(data)
+			c.ring.Append(s, data[:cut])
+			c.m.obs.OutputBytes(s == ringbuf.Stdout, cut)
+			held = copy(buf, data[cut:])
+		}
+		if err != nil {
+			if held > 0 {
+				c.ring.Append(s, buf[:held])
+				c.m.obs.OutputBytes(s == ringbuf.Stdout, held)
+			}
+			return
+		}
+	}
+}
+
+// utf8Cut returns the length of the longest prefix of p that does not end
+// inside a multi-byte UTF-8 character that could still be completed.
+func utf8Cut(p []byte) int {
+	for i := len(p) - 1; i >= 0 && i >= len(p)-utf8.UTFMax+1; i-- {
+		if utf8.RuneStart(p[i]) {
+			if p[i] >= utf8.RuneSelf && !utf8.FullRune(p[i:]) {
+				return i
+			}
+			return len(p)
+		}
+	}
+	return len(p)
+}
+
+// writeStdin feeds queued stdin to the pipe in order, and closes the pipe
+// after eof. It exits when stdin is closed or the command is done.
+func (c *Command) writeStdin(w *os.File) {
+	for {
+		c.mu.Lock()
+		q := &c.stdin
+		var chunk []byte
+		if len(q.chunks) > 0 {
+			chunk = q.chunks[0]
+			q.chunks[0] = nil
+			q.chunks = q.chunks[1:]
+		}
+		closed, broken := q.closed, q.broken
+		c.mu.Unlock()
+		if chunk != nil {
+			if !broken {
+				if _, err := w.Write(chunk); err != nil {
+					c.mu.Lock()
+					q.broken = true
+					c.mu.Unlock()
+				}
+			}
+			c.mu.Lock()
+			q.queued -= len(chunk)
+			if q.queued < 0 {
+				q.queued = 0
+			}
+			c.mu.Unlock()
+			continue
+		}
+		if closed {
+			w.Close()
+			return
+		}
+		select {
+		case <-q.wake:
+		case <-c.done:
+			return
+		}
+	}
+}

@@ -1,0 +1,164 @@
+package runtime
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// Clock tells the time. The Manager reads it for created/started/finished
+// times and for expiry, so tests can move time without sleeping.
+type Clock interface {
+	Now() time.Time
+}
+
+type systemClock struct{}
+
+func (systemClock) Now() time.Time { return time.Now() }
+
+// Observer receives the counters that the metrics endpoint exposes. Its
+// methods are called from hot paths and must not block. A nil Observer in
+// Config means none.
+type Observer interface {
+	CommandStarted(spawn time.Duration)
+	CommandFinished(s State, truncated bool)
+	OutputBytes(stdout bool, n int)
+	HandleEvicted()
+	HandleExpired()
+	LegacyExecuted()
+}
+
+type nopObserver struct{}
+
+func (nopObserver) CommandStarted(time.Duration) {}
+func (nopObserver) CommandFinished(State, bool)  {}
+func (nopObserver) OutputBytes(bool, int)        {}
+func (nopObserver) HandleEvicted()               {}
+func (nopObserver) HandleExpired()               {}
+func (nopObserver) LegacyExecuted()              {}
+
+// Config holds the limits of CONTRACT §2. Zero values take the defaults of
+// DefaultConfig; Validate reports values that make no sense.
+type Config struct {
+	MaxRunning     int           // running commands at once (SANDBOX_MAX_RUNNING)
+	MaxRetained    int           // handles retained, running + finished (SANDBOX_MAX_RETAINED)
+	OutputLimit    int           // ring bytes per command (SANDBOX_OUTPUT_LIMIT_BYTES)
+	OutputRecords  int           // ring records per command
+	ResultTTL      time.Duration // lifetime of a finished handle (SANDBOX_RESULT_TTL_SECONDS)
+	DefaultTimeout time.Duration // timeout when a request gives none (SANDBOX_DEFAULT_TIMEOUT_SECONDS)
+	MaxTimeout     time.Duration // cap on any timeout (SANDBOX_EXEC_TIMEOUT_SECONDS)
+	KillGrace      time.Duration // SIGTERM→SIGKILL grace, and pipe grace after leader exit (SANDBOX_KILL_GRACE_SECONDS)
+	StdinLimit     int           // bytes queued for a command's stdin
+	Tombstones     int           // ids of dropped handles remembered for 410
+	BaseDir        string        // default cwd; must be absolute
+	Env            []string      // the environment every command starts from ("K=V")
+
+	// LegacyOutputLimit caps each stream of a legacy /execute (SANDBOX_EXECUTE_OUTPUT_LIMIT_BYTES).
+	LegacyOutputLimit int
+
+	Clock    Clock       // nil: the system clock
+	Logger   *zap.Logger // nil: zap.NewNop()
+	Observer Observer    // nil: none
+}
+
+// DefaultConfig returns the contract's defaults (BaseDir and Env left empty).
+func DefaultConfig() Config {
+	return Config{
+		MaxRunning:        16,
+		MaxRetained:       64,
+		OutputLimit:       1 << 20,
+		OutputRecords:     8192,
+		ResultTTL:         15 * time.Minute,
+		DefaultTimeout:    60 * time.Second,
+		MaxTimeout:        300 * time.Second,
+		KillGrace:         2 * time.Second,
+		StdinLimit:        1 << 20,
+		Tombstones:        4096,
+		LegacyOutputLimit: 8 << 20,
+	}
+}
+
+// withDefaults fills zero fields from DefaultConfig.
+func (c Config) withDefaults() Config {
+	d := DefaultConfig()
+	if c.MaxRunning == 0 {
+		c.MaxRunning = d.MaxRunning
+	}
+	if c.MaxRetained == 0 {
+		c.MaxRetained = d.MaxRetained
+	}
+	if c.OutputLimit == 0 {
+		c.OutputLimit = d.OutputLimit
+	}
+	if c.OutputRecords == 0 {
+		c.OutputRecords = d.OutputRecords
+	}
+	if c.ResultTTL == 0 {
+		c.ResultTTL = d.ResultTTL
+	}
+	if c.DefaultTimeout == 0 {
+		c.DefaultTimeout = d.DefaultTimeout
+	}
+	if c.MaxTimeout == 0 {
+		c.MaxTimeout = d.MaxTimeout
+	}
+	if c.DefaultTimeout > c.MaxTimeout {
+		// The cap wins: SANDBOX_EXEC_TIMEOUT_SECONDS=3 alone must not be refused.
+		c.DefaultTimeout = c.MaxTimeout
+	}
+	if c.StdinLimit == 0 {
+		c.StdinLimit = d.StdinLimit
+	}
+	if c.Tombstones == 0 {
+		c.Tombstones = d.Tombstones
+	}
+	if c.LegacyOutputLimit == 0 {
+		c.LegacyOutputLimit = d.LegacyOutputLimit
+	}
+	if c.Clock == nil {
+		c.Clock = systemClock{}
+	}
+	if c.Logger == nil {
+		c.Logger = zap.NewNop()
+	}
+	if c.Observer == nil {
+		c.Observer = nopObserver{}
+	}
+	return c
+}
+
+// Validate reports the first inconsistency in c (after defaults are applied).
+func (c Config) Validate() error {
+	c = c.withDefaults()
+	var errs []error
+	pos := func(name string, v int) {
+		if v <= 0 {
+			errs = append(errs, fmt.Errorf("%s must be > 0 (got %d)", name, v))
+		}
+	}
+	pos("max running", c.MaxRunning)
+	pos("max retained", c.MaxRetained)
+	pos("output limit", c.OutputLimit)
+	pos("output records", c.OutputRecords)
+	pos("stdin limit", c.StdinLimit)
+	pos("tombstones", c.Tombstones)
+	pos("legacy output limit", c.LegacyOutputLimit)
+	if c.MaxRunning > c.MaxRetained {
+		errs = append(errs, fmt.Errorf("max running (%d) must not exceed max retained (%d)", c.MaxRunning, c.MaxRetained))
+	}
+	for name, d := range map[string]time.Duration{"result TTL": c.ResultTTL, "default timeout": c.DefaultTimeout, "max timeout": c.MaxTimeout} {
+		if d <= 0 {
+			errs = append(errs, fmt.Errorf("%s must be > 0 (got %s)", name, d))
+		}
+	}
+	if c.KillGrace < 0 {
+		errs = append(errs, fmt.Errorf("kill grace must be >= 0 (got %s)", c.KillGrace))
+	}
+	if c.BaseDir == "" || !filepath.IsAbs(c.BaseDir) {
+		errs = append(errs, fmt.Errorf("base dir must be an absolute path (got %q)", c.BaseDir))
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,14 @@
+// Package runtime is the managed-command table of sandbox-runtime: admission,
+// states, timeouts, expiry, stdin, output and the legacy one-shot execution.
+//
+// It knows nothing of HTTP. The api package decodes requests into the types of
+// this package, calls a Manager, and maps the sentinel errors of errors.go to
+// status codes in one place. Processes are started and reaped by package
+// procgroup; output is kept in a ringbuf.Ring per command.
+//
+// Ownership: every command has exactly one owner goroutine (Command.run). It
+// waits for the process, decides when the command has ended (CONTRACT §2 "End
+// of a command"), sets the final state through State.finish, closes the ring
+// and then closes the done channel. Everyone else observes a command through
+// Status snapshots, the done channel, or the ring.
+package runtime

@@ -1,0 +1,327 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"go.uber.org/zap"
+
+	"github.com/sandbox-runtime/sandbox-runtime/procgroup"
+	"github.com/sandbox-runtime/sandbox-runtime/ringbuf"
+)
+
+// sweepInterval is how often the janitor drops expired handles; lookups also
+// sweep, so expiry is exact for clients whatever the interval.
+const sweepInterval = time.Second
+
+// Manager is the table of managed commands. It is safe for concurrent use.
+type Manager struct {
+	cfg    Config
+	log    *zap.Logger
+	obs    Observer
+	reaper *procgroup.Reaper
+
+	shutdownCh  chan struct{} // closed when Shutdown begins
+	stopJanitor chan struct{}
+	janitorDone chan struct{}
+	wg          sync.WaitGroup // owner goroutines and legacy runs
+
+	mu        sync.Mutex // guards the fields below
+	cmds      map[string]*Command
+	order     []*Command // retained commands (starting ones included), oldest first
+	running   int        // starting + running commands
+	tombs     map[string]GoneReason
+	tombOrder []string // tombstone ids, oldest first (bounded by cfg.Tombstones)
+	closing   bool
+	closeOnce sync.Once
+}
+
+// New returns a Manager that starts processes with reaper. The caller owns
+// the reaper and must keep it open until Shutdown has returned. Close stops the
+// janitor.
+func New(cfg Config, reaper *procgroup.Reaper) (*Manager, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	m := &Manager{
+		cfg:         cfg,
+		log:         cfg.Logger.Named("runtime"),
+		obs:         cfg.Observer,
+		reaper:      reaper,
+		shutdownCh:  make(chan struct{}),
+		stopJanitor: make(chan struct{}),
+		janitorDone: make(chan struct{}),
+		cmds:        map[string]*Command{},
+		tombs:       map[string]GoneReason{},
+	}
+	go m.janitor()
+	return m, nil
+}
+
+// Config returns the effective configuration (defaults applied).
+func (m *Manager) Config() Config { return m.cfg }
+
+func (m *Manager) janitor() {
+	defer close(m.janitorDone)
+	t := time.NewTicker(sweepInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			m.mu.Lock()
+			m.sweepLocked()
+			m.mu.Unlock()
+		case <-m.stopJanitor:
+			return
+		}
+	}
+}
+
+// Close stops the janitor. It does not end commands; use Shutdown for that.
+func (m *Manager) Close() {
+	m.closeOnce.Do(func() {
+		close(m.stopJanitor)
+		<-m.janitorDone
+	})
+}
+
+// Create validates r and starts the command. It answers the status and
+// whether a new command was created (false: an idempotent re-post).
+func (m *Manager) Create(r CreateRequest) (Status, bool, error) {
+	s, id, err := m.normalize(r)
+	if err != nil {
+		return Status{}, false, err
+	}
+	m.mu.Lock()
+	m.sweepLocked()
+	if m.closing {
+		m.mu.Unlock()
+		return Status{}, false, errorf(ErrShuttingDown, "the runtime is shutting down")
+	}
+	if id != "" {
+		if c, ok := m.cmds[id]; ok {
+			m.mu.Unlock()
+			if !c.spec.equal(s) {
+				return Status{}, false, errorf(ErrConflict, "command_id %s is in use by a different request", id)
+			}
+			<-c.startedCh
+			if c.startErr != nil {
+				return Status{}, false, c.startErr
+			}
+			return c.Status(), false, nil
+		}
+		if reason, ok := m.tombs[id]; ok {
+			m.mu.Unlock()
+			return Status{}, false, &GoneError{ID: id, Reason: reason}
+		}
+	} else {
+		id = uuid.NewString()
+	}
+	if m.running >= m.cfg.MaxRunning {
+		m.mu.Unlock()
+		return Status{}, false, errorf(ErrTooManyRunning, "%d managed commands are running (limit %d)", m.running, m.cfg.MaxRunning)
+	}
+	now := m.cfg.Clock.Now()
+	c := &Command{
+		id:        id,
+		spec:      s,
+		m:         m,
+		log:       m.log.With(zap.String("command_id", id)),
+		ring:      ringbuf.New(m.cfg.OutputLimit, m.cfg.OutputRecords),
+		startedCh: make(chan struct{}),
+		endCh:     make(chan struct{}),
+		done:      make(chan struct{}),
+		state:     StateStarting,
+		createdAt: now,
+		stdin:     stdinQueue{enabled: s.stdin, closed: !s.stdin, wake: make(chan struct{}, 1)},
+	}
+	m.cmds[id] = c
+	m.order = append(m.order, c)
+	m.running++
+	m.wg.Add(1)
+	m.mu.Unlock()
+
+	t0 := time.Now()
+	p, err := m.reaper.Start(procgroup.Spec{
+		Argv:  s.argv,
+		Env:   buildEnv(m.cfg.Env, s.envs),
+		Dir:   s.cwd,
+		Stdin: s.stdin,
+	})
+	spawn := time.Since(t0)
+	if err != nil {
+		c.startErr = errorf(ErrSpawnFailed, "%v", err).(*classified).wrap(err)
+		m.mu.Lock()
+		m.removeLocked(c)
+		m.running--
+		m.mu.Unlock()
+		m.wg.Done()
+		close(c.startedCh)
+		c.log.Info("command spawn failed", zap.String("argv0", s.argv[0]), zap.Error(err))
+		return Status{}, false, c.startErr
+	}
+	c.mu.Lock()
+	c.proc = p
+	c.state = transition(c.state, evStarted, causeNone)
+	c.startedAt = m.cfg.Clock.Now()
+	c.mu.Unlock()
+	close(c.startedCh)
+	m.obs.CommandStarted(spawn)
+	c.log.Info("command started", zap.String("argv0", s.argv[0]), zap.Int("pid", p.Pid),
+		zap.Float64("timeout_seconds", s.timeout.Seconds()), zap.Bool("stdin", s.stdin))
+	go c.run(p)
+
+	m.mu.Lock()
+	m.evictLocked()
+	m.mu.Unlock()
+	return c.Status(), true, nil
+}
+
+// evictLocked drops the oldest finished handles while more than MaxRetained
+// are held. Running commands are never evicted.
+func (m *Manager) evictLocked() {
+	for len(m.cmds) > m.cfg.MaxRetained {
+		var oldest *Command
+		var oldestAt time.Time
+		for _, c := range m.order {
+			c.mu.Lock()
+			fin, at := c.state.Finished(), c.finishedAt
+			c.mu.Unlock()
+			if fin && (oldest == nil || at.Before(oldestAt)) {
+				oldest, oldestAt = c, at
+			}
+		}
+		if oldest == nil {
+			return // only possible while spawns are in flight; the next insert retries
+		}
+		m.dropLocked(oldest, GoneEvicted)
+		m.obs.HandleEvicted()
+	}
+}
+
+// sweepLocked drops finished handles whose TTL has passed.
+func (m *Manager) sweepLocked() {
+	now := m.cfg.Clock.Now()
+	for _, c := range slices.Clone(m.order) {
+		c.mu.Lock()
+		expired := c.state.Finished() && !now.Before(c.finishedAt.Add(m.cfg.ResultTTL))
+		c.mu.Unlock()
+		if expired {
+			m.dropLocked(c, GoneExpired)
+			m.obs.HandleExpired()
+		}
+	}
+}
+
+func (m *Manager) dropLocked(c *Command, why GoneReason) {
+	m.removeLocked(c)
+	m.tombs[c.id] = why
+	m.tombOrder = append(m.tombOrder, c.id)
+	for len(m.tombOrder) > m.cfg.Tombstones {
+		delete(m.tombs, m.tombOrder[0])
+		m.tombOrder = m.tombOrder[1:]
+	}
+	c.log.Debug("handle dropped", zap.String("reason", string(why)))
+}
+
+func (m *Manager) removeLocked(c *Command) {
+	delete(m.cmds, c.id)
+	if i := slices.Index(m.order, c); i >= 0 {
+		m.order = slices.Delete(m.order, i, i+1)
+	}
+}
+
+// finished is called by a command's owner once it is final.
+func (m *Manager) finished(c *Command, s State, truncated bool) {
+	m.mu.Lock()
+	m.running--
+	m.mu.Unlock()
+	m.obs.CommandFinished(s, truncated)
+}
+
+// Get returns the command with id. Errors: ErrNotFound (never seen, or not a
+// UUID), *GoneError (evicted or expired).
+func (m *Manager) Get(id string) (*Command, error) {
+	cid, err := ParseID(id)
+	if err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	m.sweepLocked()
+	c, ok := m.cmds[cid]
+	reason, gone := m.tombs[cid]
+	m.mu.Unlock()
+	switch {
+	case ok:
+		<-c.startedCh // a starting command is visible only once started
+		if c.startErr != nil {
+			return nil, errorf(ErrNotFound, "no command %s", cid)
+		}
+		return c, nil
+	case gone:
+		return nil, &GoneError{ID: cid, Reason: reason}
+	default:
+		return nil, errorf(ErrNotFound, "no command %s", cid)
+	}
+}
+
+// List returns the status of every retained command, oldest first. A
+// non-nil filter keeps only commands in that state.
+func (m *Manager) List(filter *State) []Status {
+	m.mu.Lock()
+	m.sweepLocked()
+	cmds := slices.Clone(m.order)
+	m.mu.Unlock()
+	out := make([]Status, 0, len(cmds))
+	for _, c := range cmds {
+		select {
+		case <-c.startedCh:
+		default:
+			continue // still starting
+		}
+		if c.startErr != nil {
+			continue
+		}
+		s := c.Status()
+		if filter == nil || s.State == *filter {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// Counts returns the number of running (including starting) and retained handles.
+func (m *Manager) Counts() (running, retained int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.running, len(m.cmds)
+}
+
+// ShuttingDown is closed when Shutdown begins; streams use it to end early.
+func (m *Manager) ShuttingDown() <-chan struct{} { return m.shutdownCh }
+
+// Shutdown stops admitting commands, ends every running command (and legacy
+// execution) with state terminated, and waits until all have finished or ctx
+// is done.
+func (m *Manager) Shutdown(ctx context.Context) error {
+	m.mu.Lock()
+	if !m.closing {
+		m.closing = true
+		close(m.shutdownCh)
+	}
+	m.mu.Unlock()
+	done := make(chan struct{})
+	go func() { m.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		m.Close()
+		return nil
+	case <-ctx.Done():
+		return errors.Join(errors.New("shutdown: commands still running"), ctx.Err())
+	}
+}

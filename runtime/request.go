@@ -1,0 +1,162 @@
+package runtime
+
+import (
+	"maps"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/sandbox-runtime/sandbox-runtime/shlex"
+)
+
+// CreateRequest is a request to start a managed command (CONTRACT §3
+// POST /v1/commands). Exactly one of Argv and Command must be set.
+type CreateRequest struct {
+	Argv      []string          // the argv, used as is
+	Command   *string           // split like Python's shlex.split; no shell
+	Envs      map[string]string // added to the runtime's environment; the request wins
+	Cwd       string            // absolute existing directory; "" means the base dir
+	Timeout   *float64          // seconds, > 0; nil means the default; clamped to the cap
+	Stdin     bool              // give the command a stdin pipe
+	CommandID string            // optional client-chosen UUID for idempotent creation
+}
+
+// spec is a CreateRequest after defaults, splitting and clamping: two requests
+// are "the same" (CONTRACT §2 Identity) when their specs are equal.
+type spec struct {
+	argv    []string
+	envs    map[string]string
+	cwd     string
+	timeout time.Duration
+	stdin   bool
+}
+
+func (s spec) equal(o spec) bool {
+	return slices.Equal(s.argv, o.argv) && maps.Equal(s.envs, o.envs) &&
+		s.cwd == o.cwd && s.timeout == o.timeout && s.stdin == o.stdin
+}
+
+// normalize validates r and returns its spec and canonical id ("" when the
+// client gave none).
+func (m *Manager) normalize(r CreateRequest) (spec, string, error) {
+	var s spec
+	id := ""
+	if r.CommandID != "" {
+		u, err := uuid.Parse(r.CommandID)
+		if err != nil || len(r.CommandID) != 36 {
+			return s, "", invalidf("command_id must be a UUID (got %q)", r.CommandID)
+		}
+		id = u.String()
+	}
+	switch {
+	case r.Argv != nil && r.Command != nil:
+		return s, "", invalidf("give either argv or command, not both")
+	case r.Command != nil:
+		argv, err := shlex.Split(*r.Command)
+		if err != nil {
+			return s, "", invalidf("command: %v", err)
+		}
+		s.argv = argv
+	default:
+		s.argv = slices.Clone(r.Argv)
+	}
+	if len(s.argv) == 0 {
+		return s, "", invalidf("argv must not be empty")
+	}
+	if s.argv[0] == "" {
+		return s, "", invalidf("argv[0] must not be empty")
+	}
+	for i, a := range s.argv {
+		if strings.IndexByte(a, 0) >= 0 {
+			return s, "", invalidf("argv[%d] contains a NUL byte", i)
+		}
+	}
+	for k, v := range r.Envs {
+		if err := checkEnvName(k); err != nil {
+			return s, "", err
+		}
+		if strings.IndexByte(v, 0) >= 0 {
+			return s, "", invalidf("envs[%q] contains a NUL byte", k)
+		}
+	}
+	s.envs = maps.Clone(r.Envs)
+	if s.envs == nil {
+		s.envs = map[string]string{}
+	}
+	s.cwd = r.Cwd
+	if s.cwd == "" {
+		s.cwd = m.cfg.BaseDir
+	}
+	if !filepath.IsAbs(s.cwd) {
+		return s, "", invalidf("cwd must be an absolute path (got %q)", s.cwd)
+	}
+	if fi, err := os.Stat(s.cwd); err != nil || !fi.IsDir() {
+		return s, "", invalidf("cwd %q is not an existing directory", s.cwd)
+	}
+	s.timeout = m.cfg.DefaultTimeout
+	if r.Timeout != nil {
+		t := *r.Timeout
+		if math.IsNaN(t) || t <= 0 {
+			return s, "", invalidf("timeout must be > 0 seconds")
+		}
+		if t >= m.cfg.MaxTimeout.Seconds() {
+			s.timeout = m.cfg.MaxTimeout
+		} else {
+			s.timeout = time.Duration(t * float64(time.Second))
+			if s.timeout <= 0 {
+				return s, "", invalidf("timeout must be > 0 seconds")
+			}
+		}
+	}
+	s.stdin = r.Stdin
+	return s, id, nil
+}
+
+func checkEnvName(k string) error {
+	if k == "" {
+		return invalidf("env names must not be empty")
+	}
+	if strings.ContainsAny(k, "=\x00") {
+		return invalidf("env name %q must not contain '=' or NUL", k)
+	}
+	return nil
+}
+
+// buildEnv merges base and overrides; overrides win. The order is base order
+// with overridden entries replaced, then new names sorted, so it is stable.
+func buildEnv(base []string, overrides map[string]string) []string {
+	env := make([]string, 0, len(base)+len(overrides))
+	seen := make(map[string]bool, len(overrides))
+	for _, kv := range base {
+		k, _, _ := strings.Cut(kv, "=")
+		if v, ok := overrides[k]; ok {
+			if !seen[k] {
+				env = append(env, k+"="+v)
+				seen[k] = true
+			}
+			continue
+		}
+		env = append(env, kv)
+	}
+	for _, k := range slices.Sorted(maps.Keys(overrides)) {
+		if !seen[k] {
+			env = append(env, k+"="+overrides[k])
+		}
+	}
+	return env
+}
+
+// ParseID canonicalises a command id; anything that is not a UUID is ErrNotFound
+// (CONTRACT §2: an id that is not a UUID answers 404).
+func ParseID(id string) (string, error) {
+	u, err := uuid.Parse(id)
+	if err != nil || len(id) != 36 {
+		return "", errorf(ErrNotFound, "no command %q", id)
+	}
+	return u.String(), nil
+}
