@@ -26,6 +26,9 @@ import (
 // and arguments are os.Args[1:].
 const helperEnv = "PROCGROUP_HELPER"
 
+// testPidEnv carries the pid of the test process to helpers (see hang).
+const testPidEnv = "PROCGROUP_TEST_PID"
+
 func TestMain(m *testing.M) {
 	if os.Getenv(helperEnv) == "1" {
 		os.Exit(runHelper(os.Args[1:]))
@@ -113,10 +116,19 @@ func runHelper(args []string) int {
 		for i := range buf {
 			buf[i] = byte(i)
 		}
+		// Spin until this process has used 100 ms of CPU (not wall time: the
+		// machine may be loaded).
 		var x uint64
-		for start := time.Now(); time.Since(start) < 100*time.Millisecond; {
-			for i := 0; i < 1000; i++ {
+		for {
+			for i := 0; i < 100000; i++ {
 				x = x*6364136223846793005 + 1442695040888963407
+			}
+			var ru syscall.Rusage
+			if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+				return fail(err)
+			}
+			if time.Duration(ru.Utime.Nano()+ru.Stime.Nano()) >= 100*time.Millisecond {
+				break
 			}
 		}
 		fmt.Println(x%2, buf[len(buf)-1])
@@ -144,9 +156,15 @@ func runHelper(args []string) int {
 	return 2
 }
 
+// hang blocks until the helper is killed. As a safety net for a test binary that
+// died without cleaning up (a timeout panic), it exits once the test process is gone.
 func hang() {
+	testPid, _ := strconv.Atoi(os.Getenv(testPidEnv))
 	for {
-		time.Sleep(time.Hour)
+		time.Sleep(200 * time.Millisecond)
+		if testPid > 0 && syscall.Kill(testPid, 0) == syscall.ESRCH {
+			os.Exit(4)
+		}
 	}
 }
 
@@ -167,8 +185,23 @@ func selfExe() string {
 func helper(args ...string) Spec {
 	return Spec{
 		Argv: append([]string{selfExe()}, args...),
-		Env:  append(os.Environ(), helperEnv+"=1"),
+		Env:  helperEnviron(),
 	}
+}
+
+// helperEnviron is the environment of helpers: ours, the helper marker, our pid,
+// and GORACE with atexit_sleep_ms=0 (a -race binary otherwise sleeps 1 s at exit).
+func helperEnviron() []string {
+	var env []string
+	gorace := "atexit_sleep_ms=0"
+	for _, kv := range os.Environ() {
+		if v, ok := strings.CutPrefix(kv, "GORACE="); ok {
+			gorace = v + " " + gorace
+			continue
+		}
+		env = append(env, kv)
+	}
+	return append(env, "GORACE="+gorace, helperEnv+"=1", testPidEnv+"="+strconv.Itoa(os.Getpid()))
 }
 
 // newReaper opens the process's Reaper for the duration of the test. Tests that use
@@ -190,7 +223,11 @@ func start(t *testing.T, r *Reaper, spec Spec) *Process {
 		t.Fatalf("Start(%q): %v", spec.Argv, err)
 	}
 	t.Cleanup(func() {
-		p.Signal(syscall.SIGKILL) // in case the test failed half-way
+		select {
+		case <-p.Done():
+		default:
+			p.Signal(syscall.SIGKILL) // the test failed half-way
+		}
 		p.Stdout.Close()
 		p.Stderr.Close()
 		if p.Stdin != nil {
