@@ -212,7 +212,7 @@ func (s *Server) middleware(mux *http.ServeMux) http.Handler {
 		}()
 		p := r.URL.Path
 		for _, prefix := range legacyFilePrefixes {
-			if strings.HasPrefix(p, prefix) {
+			if strings.HasPrefix(p, prefix) || p == strings.TrimSuffix(prefix, "/") {
 				s.serveLegacyPath(rec, r, prefix)
 				return
 			}

@@ -1,0 +1,1229 @@
+package api
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"mime"
+	"mime/multipart"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/google/uuid"
+	"go.uber.org/zap"
+
+	"github.com/sandbox-runtime/sandbox-runtime/procgroup"
+	"github.com/sandbox-runtime/sandbox-runtime/pyrepr"
+	"github.com/sandbox-runtime/sandbox-runtime/runtime"
+	"github.com/sandbox-runtime/sandbox-runtime/shlex"
+)
+
+// The legacy API (CONTRACT §5): what the Python runtime image served, answer
+// for answer. The recorded corpus in shared/legacy pins the details; the
+// replay test in legacy_test.go checks every case. Where this file follows a
+// Python quirk on purpose, the comment says which.
+//
+// Decisions where the corpus leaves a choice:
+//   - A non-string "command" is coerced like pydantic 1 did (5 → "5",
+//     true → "True", 1.5 → "1.5"), as recorded, rather than refused.
+//   - Bodies are decoded like Python's json.loads on bytes: a UTF-8 BOM and
+//     UTF-16/32 bodies are accepted, as recorded.
+//   - /download ignores Range and conditional headers (200 with the whole
+//     file), as recorded.
+//   - /upload has no size limit of its own (the disk is the limit); the part
+//     is streamed to a temporary file in the base dir and moved into place.
+
+// legacyParseError is FastAPI's answer to a body it could not decode.
+const legacyParseError = "There was an error parsing the body"
+
+func (s *Server) legacyRoot(w http.ResponseWriter, r *http.Request) {
+	writeLegacyJSON(w, http.StatusOK, map[string]string{"status": "ok", "message": "Sandbox Runtime is active."})
+}
+
+// legacyDetail writes a framework-style {"detail": …} error.
+func legacyDetail(w http.ResponseWriter, status int, detail any) {
+	writeLegacyJSON(w, status, map[string]any{"detail": detail})
+}
+
+// legacyMessage writes a handler-style {"message": …} answer.
+func legacyMessage(w http.ResponseWriter, status int, msg string) {
+	writeLegacyJSON(w, status, map[string]string{"message": msg})
+}
+
+// pydanticError is one item of a pydantic 1 validation error list.
+type pydanticError struct {
+	Loc  []any  `json:"loc"`
+	Msg  string `json:"msg"`
+	Type string `json:"type"`
+	Ctx  any    `json:"ctx,omitempty"`
+}
+
+// legacyFailure is a refusal of a legacy request before anything ran.
+type legacyFailure struct {
+	status int
+	detail any
+}
+
+func validationFailure(msg, typ string, loc ...any) *legacyFailure {
+	return &legacyFailure{status: http.StatusUnprocessableEntity, detail: []pydanticError{{Loc: loc, Msg: msg, Type: typ}}}
+}
+
+// ---- POST /execute -------------------------------------------------------
+
+// legacyExecResponse is the body of every answer of /execute once the
+// request is valid (keys in Python's order).
+type legacyExecResponse struct {
+	Stdout   string `json:"stdout"`
+	Stderr   string `json:"stderr"`
+	ExitCode int    `json:"exit_code"`
+}
+
+// execFailed is the answer for a command that could not be run.
+func execFailed(reason string) legacyExecResponse {
+	return legacyExecResponse{Stderr: "Failed to execute command: " + reason, ExitCode: 1}
+}
+
+// legacyExecute is POST /execute. Once the body is valid the answer is
+// always 200: the headers are flushed at once, a space is written every
+// HeartbeatInterval while the command runs, then the JSON follows (leading
+// whitespace is valid JSON). Legacy clients retry on 5xx and on a read
+// timeout before the headers, which would run the command twice.
+func (s *Server) legacyExecute(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxJSONBody))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			legacyDetail(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("Request body is over %d bytes", maxJSONBody))
+			return
+		}
+		legacyDetail(w, http.StatusBadRequest, legacyParseError)
+		return
+	}
+	command, fail := parseExecuteBody(r.Header.Get("Content-Type"), body)
+	if fail != nil {
+		legacyDetail(w, fail.status, fail.detail)
+		return
+	}
+	timeout, seconds := s.legacyTimeout(r)
+	argv, err := shlex.Split(command)
+	switch {
+	case err != nil:
+		writeLegacyJSON(w, http.StatusOK, execFailed(err.Error()))
+		return
+	case len(argv) == 0:
+		// CPython 3.11's error for Popen([]); 3.14 words it differently.
+		writeLegacyJSON(w, http.StatusOK, execFailed("list index out of range"))
+		return
+	}
+	for _, a := range argv {
+		if strings.IndexByte(a, 0) >= 0 {
+			writeLegacyJSON(w, http.StatusOK, execFailed("embedded null byte"))
+			return
+		}
+	}
+
+	type outcome struct {
+		res runtime.ExecResult
+		err error
+	}
+	done := make(chan outcome, 1) // buffered: the runner never waits for a gone client
+	go func() {
+		defer func() {
+			if p := recover(); p != nil {
+				s.log.Error("legacy execute panic", zap.Any("panic", p), zap.Stack("stack"))
+				done <- outcome{err: fmt.Errorf("internal error: %v", p)}
+			}
+		}()
+		res, err := s.m.Execute(argv, timeout)
+		done <- outcome{res, err}
+	}()
+
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	rc := http.NewResponseController(w)
+	rc.Flush()
+	heartbeat := time.NewTicker(s.opts.HeartbeatInterval)
+	defer heartbeat.Stop()
+	for {
+		select {
+		case o := <-done:
+			w.Write(marshal(legacyExecResult(argv, seconds, o.res, o.err)))
+			return
+		case <-heartbeat.C:
+			w.Write([]byte(" "))
+			rc.Flush()
+		case <-r.Context().Done():
+			// The command goes on (a disconnect never cancels); its result
+			// lands in the buffered channel and is dropped.
+			return
+		}
+	}
+}
+
+// legacyTimeout is SANDBOX_EXEC_TIMEOUT_SECONDS, or X-Sandbox-Timeout when
+// that is a smaller positive number. seconds is the value as printed in the
+// timeout message.
+func (s *Server) legacyTimeout(r *http.Request) (time.Duration, float64) {
+	timeout := s.m.Config().MaxTimeout
+	seconds := timeout.Seconds()
+	if h := strings.TrimSpace(r.Header.Get("X-Sandbox-Timeout")); h != "" {
+		v, err := strconv.ParseFloat(h, 64)
+		if err == nil && v > 0 && !math.IsInf(v, 0) && v < seconds {
+			d := time.Duration(v * float64(time.Second))
+			if d <= 0 {
+				d = 1 // not zero: Execute reads zero as "the maximum"
+			}
+			return d, v
+		}
+	}
+	return timeout, seconds
+}
+
+// legacyExecResult turns the outcome of Manager.Execute into the answer.
+func legacyExecResult(argv []string, seconds float64, res runtime.ExecResult, err error) legacyExecResponse {
+	var se *procgroup.StartError
+	switch {
+	case errors.As(err, &se):
+		return execFailed(pyrepr.OSError(se.Errno, se.Path))
+	case errors.Is(err, runtime.ErrShuttingDown):
+		return execFailed("the sandbox runtime is shutting down")
+	case err != nil:
+		return execFailed(err.Error())
+	case res.TimedOut:
+		// subprocess.TimeoutExpired: the output read so far is dropped.
+		return execFailed(fmt.Sprintf("Command '%s' timed out after %s seconds", pyrepr.List(argv), pyrepr.Float(seconds)))
+	}
+	out := legacyExecResponse{Stdout: legacyText(res.Stdout), Stderr: legacyText(res.Stderr), ExitCode: res.ExitCode}
+	var notes []string
+	if res.StdoutDropped > 0 {
+		notes = append(notes, fmt.Sprintf("[stdout truncated: %d bytes dropped]", res.StdoutDropped))
+	}
+	if res.StderrDropped > 0 {
+		notes = append(notes, fmt.Sprintf("[stderr truncated: %d bytes dropped]", res.StderrDropped))
+	}
+	if res.Terminated {
+		notes = append(notes, "[terminated: the sandbox runtime is shutting down]")
+	}
+	for _, n := range notes {
+		if out.Stderr != "" && !strings.HasSuffix(out.Stderr, "\n") {
+			out.Stderr += "\n"
+		}
+		out.Stderr += n + "\n"
+	}
+	return out
+}
+
+// legacyText decodes output like Python's text-mode pipes, except that
+// invalid UTF-8 becomes U+FFFD instead of failing the call (CONTRACT §5):
+// "\r\n" and "\r" become "\n".
+func legacyText(b []byte) string {
+	s := pyDecodeUTF8(b)
+	if strings.IndexByte(s, '\r') < 0 {
+		return s
+	}
+	return strings.ReplaceAll(strings.ReplaceAll(s, "\r\n", "\n"), "\r", "\n")
+}
+
+// parseExecuteBody does what FastAPI 0.92 with pydantic 1 did with the body
+// of POST /execute, and returns the command or the refusal.
+func parseExecuteBody(contentType string, body []byte) (string, *legacyFailure) {
+	if len(body) == 0 {
+		return "", validationFailure("field required", "value_error.missing", "body")
+	}
+	if !legacyIsJSON(contentType) {
+		// The bytes themselves are validated as the model: not a dict.
+		return "", validationFailure("value is not a valid dict", "type_error.dict", "body")
+	}
+	doc, ok := pyDecodeJSONBytes(body)
+	if !ok {
+		return "", &legacyFailure{status: http.StatusBadRequest, detail: legacyParseError}
+	}
+	v, err := pyParseJSON(doc)
+	if err != nil {
+		var je *pyJSONError
+		if errors.As(err, &je) {
+			return "", &legacyFailure{status: http.StatusUnprocessableEntity, detail: []pydanticError{je.pydantic(doc)}}
+		}
+		return "", &legacyFailure{status: http.StatusBadRequest, detail: legacyParseError}
+	}
+	var keys []*pyValue
+	var vals []*pyValue
+	switch v.kind {
+	case 'z':
+		return "", validationFailure("field required", "value_error.missing", "body")
+	case 'o':
+		for i, k := range v.keys {
+			keys = append(keys, &pyValue{kind: 's', text: k})
+			vals = append(vals, v.vals[i])
+		}
+	case 'a':
+		// pydantic 1 tries dict(value): a list of pairs is a dict.
+		for _, e := range v.elems {
+			k, val, ok := e.pair()
+			if !ok {
+				return "", validationFailure("value is not a valid dict", "type_error.dict", "body")
+			}
+			keys, vals = append(keys, k), append(vals, val)
+		}
+	default:
+		return "", validationFailure("value is not a valid dict", "type_error.dict", "body")
+	}
+	var cmd *pyValue
+	for i, k := range keys {
+		if k.kind == 's' && k.text == "command" {
+			cmd = vals[i] // duplicate keys: the last one wins
+		}
+	}
+	if cmd == nil {
+		return "", validationFailure("field required", "value_error.missing", "body", "command")
+	}
+	switch cmd.kind {
+	case 's':
+		return cmd.text, nil
+	case 'z':
+		return "", validationFailure("none is not an allowed value", "type_error.none.not_allowed", "body", "command")
+	case 'b':
+		if cmd.b {
+			return "True", nil
+		}
+		return "False", nil
+	case 'i', 'f':
+		return cmd.pyStr(), nil
+	}
+	return "", validationFailure("str type expected", "type_error.str", "body", "command")
+}
+
+// legacyIsJSON is FastAPI's test: no Content-Type, or application/json, or
+// application/*+json (parameters ignored; a malformed type is text/plain).
+func legacyIsJSON(contentType string) bool {
+	if contentType == "" {
+		return true
+	}
+	mt, _, _ := strings.Cut(contentType, ";")
+	mt = strings.ToLower(strings.TrimSpace(mt))
+	if strings.Count(mt, "/") != 1 {
+		return false
+	}
+	main, sub, _ := strings.Cut(mt, "/")
+	return main == "application" && (sub == "json" || strings.HasSuffix(sub, "+json"))
+}
+
+// ---- Python's json module ------------------------------------------------
+
+// pyValue is a JSON value as Python's json.loads sees it.
+type pyValue struct {
+	kind  byte // 'z' null, 'b' bool, 'i' int, 'f' float, 's' string, 'a' array, 'o' object
+	b     bool
+	text  string // 's': the string; 'i' and 'f': the number token or NaN/Infinity/-Infinity
+	elems []*pyValue
+	keys  []string // 'o': in order, duplicates kept
+	vals  []*pyValue
+}
+
+// pyStr is str() of a number.
+func (v *pyValue) pyStr() string {
+	if v.kind == 'i' {
+		if strings.Trim(v.text, "-0") == "" {
+			return "0"
+		}
+		return v.text
+	}
+	f, _ := strconv.ParseFloat(v.text, 64) // ±Inf on overflow, like float()
+	switch v.text {
+	case "NaN":
+		f = math.NaN()
+	case "Infinity":
+		f = math.Inf(1)
+	case "-Infinity":
+		f = math.Inf(-1)
+	}
+	return pyrepr.Float(f)
+}
+
+// pair is one element of dict(list): a 2-element list, a 2-character
+// string, or a 2-key object (its keys). Lists and objects are unhashable.
+func (v *pyValue) pair() (k, val *pyValue, ok bool) {
+	hashable := func(x *pyValue) bool { return x.kind != 'a' && x.kind != 'o' }
+	switch v.kind {
+	case 'a':
+		if len(v.elems) == 2 && hashable(v.elems[0]) {
+			return v.elems[0], v.elems[1], true
+		}
+	case 's':
+		if r := []rune(v.text); len(r) == 2 {
+			return &pyValue{kind: 's', text: string(r[0])}, &pyValue{kind: 's', text: string(r[1])}, true
+		}
+	case 'o':
+		var uniq []string
+		for _, k := range v.keys {
+			if !pyContains(uniq, k) {
+				uniq = append(uniq, k)
+			}
+		}
+		if len(uniq) == 2 {
+			return &pyValue{kind: 's', text: uniq[0]}, &pyValue{kind: 's', text: uniq[1]}, true
+		}
+	}
+	return nil, nil, false
+}
+
+func pyContains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// pyJSONError is json.JSONDecodeError: msg at a code-point position.
+type pyJSONError struct {
+	msg string
+	pos int
+}
+
+func (e *pyJSONError) Error() string { return e.msg }
+
+// pydantic is the pydantic 1 item FastAPI made of a JSONDecodeError.
+func (e *pyJSONError) pydantic(doc []rune) pydanticError {
+	lineno, colno := 1, e.pos+1
+	for i := 0; i < e.pos && i < len(doc); i++ {
+		if doc[i] == '\n' {
+			lineno++
+			colno = e.pos - i
+		}
+	}
+	type ctx struct {
+		Msg    string `json:"msg"`
+		Doc    string `json:"doc"`
+		Pos    int    `json:"pos"`
+		Lineno int    `json:"lineno"`
+		Colno  int    `json:"colno"`
+	}
+	return pydanticError{
+		Loc:  []any{"body", e.pos},
+		Msg:  fmt.Sprintf("%s: line %d column %d (char %d)", e.msg, lineno, colno, e.pos),
+		Type: "value_error.jsondecode",
+		Ctx:  ctx{Msg: e.msg, Doc: string(doc), Pos: e.pos, Lineno: lineno, Colno: colno},
+	}
+}
+
+// errPyJSONLimit is a body Python refuses with something other than a
+// JSONDecodeError (RecursionError, the 4300-digit int limit): FastAPI
+// answered those with 400.
+var errPyJSONLimit = errors.New("json: nesting or number too large")
+
+const (
+	pyJSONMaxDepth     = 900  // CPython's recursion limit is 1000, less the server's frames
+	pyJSONMaxIntDigits = 4300 // sys.int_info.default_max_str_digits
+)
+
+// pyDecodeJSONBytes is json.loads' decoding of bytes: the encoding is
+// sniffed from a BOM or the NUL pattern (json.detect_encoding).
+func pyDecodeJSONBytes(b []byte) ([]rune, bool) {
+	has := func(p ...byte) bool { return len(b) >= len(p) && string(b[:len(p)]) == string(p) }
+	switch {
+	case has(0, 0, 0xFE, 0xFF):
+		return decodeUTF32(b[4:], true)
+	case has(0xFF, 0xFE, 0, 0):
+		return decodeUTF32(b[4:], false)
+	case has(0xFE, 0xFF):
+		return decodeUTF16(b[2:], true)
+	case has(0xFF, 0xFE):
+		return decodeUTF16(b[2:], false)
+	case has(0xEF, 0xBB, 0xBF):
+		b = b[3:]
+	case len(b) >= 4 && b[0] == 0:
+		if b[1] != 0 {
+			return decodeUTF16(b, true)
+		}
+		return decodeUTF32(b, true)
+	case len(b) >= 4 && b[1] == 0:
+		if b[2] != 0 || b[3] != 0 {
+			return decodeUTF16(b, false)
+		}
+		return decodeUTF32(b, false)
+	case len(b) == 2 && b[0] == 0:
+		return decodeUTF16(b, true)
+	case len(b) == 2 && b[1] == 0:
+		return decodeUTF16(b, false)
+	}
+	if !utf8ValidStrict(b) {
+		return nil, false
+	}
+	return []rune(string(b)), true
+}
+
+func utf8ValidStrict(b []byte) bool { return pyDecodeUTF8(b) == string(b) }
+
+func decodeUTF16(b []byte, bigEndian bool) ([]rune, bool) {
+	if len(b)%2 != 0 {
+		return nil, false
+	}
+	out := make([]rune, 0, len(b)/2)
+	for i := 0; i < len(b); i += 2 {
+		u := rune(b[i])<<8 | rune(b[i+1])
+		if !bigEndian {
+			u = rune(b[i+1])<<8 | rune(b[i])
+		}
+		if u >= 0xD800 && u < 0xDC00 && i+3 < len(b) {
+			l := rune(b[i+2])<<8 | rune(b[i+3])
+			if !bigEndian {
+				l = rune(b[i+3])<<8 | rune(b[i+2])
+			}
+			if l >= 0xDC00 && l < 0xE000 {
+				out = append(out, 0x10000+(u-0xD800)<<10+(l-0xDC00))
+				i += 2
+				continue
+			}
+		}
+		out = append(out, u) // a lone surrogate ends up as U+FFFD in Go strings
+	}
+	return out, true
+}
+
+func decodeUTF32(b []byte, bigEndian bool) ([]rune, bool) {
+	if len(b)%4 != 0 {
+		return nil, false
+	}
+	out := make([]rune, 0, len(b)/4)
+	for i := 0; i < len(b); i += 4 {
+		var u uint32
+		if bigEndian {
+			u = uint32(b[i])<<24 | uint32(b[i+1])<<16 | uint32(b[i+2])<<8 | uint32(b[i+3])
+		} else {
+			u = uint32(b[i+3])<<24 | uint32(b[i+2])<<16 | uint32(b[i+1])<<8 | uint32(b[i])
+		}
+		if u > 0x10FFFF {
+			return nil, false
+		}
+		out = append(out, rune(u))
+	}
+	return out, true
+}
+
+// pyParseJSON is json.loads on a str, following CPython 3.11's C scanner so
+// that error messages and positions match.
+func pyParseJSON(doc []rune) (*pyValue, error) {
+	p := &pyParser{s: doc}
+	idx := p.ws(0)
+	v, end, err := p.scan(idx)
+	if err != nil {
+		return nil, err
+	}
+	if end = p.ws(end); end != len(doc) {
+		return nil, &pyJSONError{"Extra data", end}
+	}
+	return v, nil
+}
+
+type pyParser struct {
+	s     []rune
+	depth int
+}
+
+func (p *pyParser) ws(i int) int {
+	for i < len(p.s) && (p.s[i] == ' ' || p.s[i] == '\t' || p.s[i] == '\n' || p.s[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+func (p *pyParser) word(i int, w string) bool {
+	r := []rune(w)
+	if i+len(r) > len(p.s) {
+		return false
+	}
+	for j, c := range r {
+		if p.s[i+j] != c {
+			return false
+		}
+	}
+	return true
+}
+
+// scan is scan_once: the value at idx and the index after it.
+func (p *pyParser) scan(idx int) (*pyValue, int, error) {
+	if idx >= len(p.s) {
+		return nil, 0, &pyJSONError{"Expecting value", idx}
+	}
+	switch p.s[idx] {
+	case '"':
+		str, end, err := p.str(idx + 1)
+		return &pyValue{kind: 's', text: str}, end, err
+	case '{', '[':
+		if p.depth++; p.depth > pyJSONMaxDepth {
+			return nil, 0, errPyJSONLimit
+		}
+		defer func() { p.depth-- }()
+		if p.s[idx] == '{' {
+			return p.object(idx + 1)
+		}
+		return p.array(idx + 1)
+	case 'n':
+		if p.word(idx, "null") {
+			return &pyValue{kind: 'z'}, idx + 4, nil
+		}
+	case 't':
+		if p.word(idx, "true") {
+			return &pyValue{kind: 'b', b: true}, idx + 4, nil
+		}
+	case 'f':
+		if p.word(idx, "false") {
+			return &pyValue{kind: 'b'}, idx + 5, nil
+		}
+	case 'N':
+		if p.word(idx, "NaN") {
+			return &pyValue{kind: 'f', text: "NaN"}, idx + 3, nil
+		}
+	case 'I':
+		if p.word(idx, "Infinity") {
+			return &pyValue{kind: 'f', text: "Infinity"}, idx + 8, nil
+		}
+	case '-':
+		if p.word(idx, "-Infinity") {
+			return &pyValue{kind: 'f', text: "-Infinity"}, idx + 9, nil
+		}
+	}
+	return p.number(idx)
+}
+
+func pyIsDigit(r rune) bool { return r >= '0' && r <= '9' }
+
+// number is _match_number_unicode.
+func (p *pyParser) number(start int) (*pyValue, int, error) {
+	s, idx, last := p.s, start, len(p.s)-1
+	if s[idx] == '-' {
+		if idx++; idx > last {
+			return nil, 0, &pyJSONError{"Expecting value", start}
+		}
+	}
+	switch {
+	case s[idx] >= '1' && s[idx] <= '9':
+		for idx++; idx <= last && pyIsDigit(s[idx]); idx++ {
+		}
+	case s[idx] == '0':
+		idx++
+	default:
+		return nil, 0, &pyJSONError{"Expecting value", start}
+	}
+	kind := byte('i')
+	if idx < last && s[idx] == '.' && pyIsDigit(s[idx+1]) {
+		kind = 'f'
+		for idx += 2; idx <= last && pyIsDigit(s[idx]); idx++ {
+		}
+	}
+	if idx < last && (s[idx] == 'e' || s[idx] == 'E') {
+		eStart := idx
+		idx++
+		if idx < last && (s[idx] == '-' || s[idx] == '+') {
+			idx++
+		}
+		for idx <= last && pyIsDigit(s[idx]) {
+			idx++
+		}
+		if pyIsDigit(s[idx-1]) {
+			kind = 'f'
+		} else {
+			idx = eStart
+		}
+	}
+	text := string(s[start:idx])
+	if kind == 'i' && len(strings.TrimPrefix(text, "-")) > pyJSONMaxIntDigits {
+		return nil, 0, errPyJSONLimit
+	}
+	return &pyValue{kind: kind, text: text}, idx, nil
+}
+
+// str is scanstring_unicode; end is the index after the opening quote.
+func (p *pyParser) str(end int) (string, int, error) {
+	s, begin := p.s, end-1
+	var sb strings.Builder
+	for {
+		next := end
+		for ; next < len(s); next++ {
+			d := s[next]
+			if d == '"' || d == '\\' {
+				break
+			}
+			if d <= 0x1f {
+				return "", 0, &pyJSONError{"Invalid control character at", next}
+			}
+		}
+		if next >= len(s) {
+			return "", 0, &pyJSONError{"Unterminated string starting at", begin}
+		}
+		c := s[next]
+		sb.WriteString(string(s[end:next]))
+		next++
+		if c == '"' {
+			return sb.String(), next, nil
+		}
+		if next == len(s) {
+			return "", 0, &pyJSONError{"Unterminated string starting at", begin}
+		}
+		c = s[next]
+		if c != 'u' {
+			end = next + 1
+			switch c {
+			case '"', '\\', '/':
+			case 'b':
+				c = '\b'
+			case 'f':
+				c = '\f'
+			case 'n':
+				c = '\n'
+			case 'r':
+				c = '\r'
+			case 't':
+				c = '\t'
+			default:
+				return "", 0, &pyJSONError{"Invalid \\escape", end - 2}
+			}
+		} else {
+			next++
+			end = next + 4
+			if end >= len(s) {
+				return "", 0, &pyJSONError{"Invalid \\uXXXX escape", next - 1}
+			}
+			var ok bool
+			if c, ok = pyHex4(s[next:end]); !ok {
+				return "", 0, &pyJSONError{"Invalid \\uXXXX escape", end - 5}
+			}
+			if c >= 0xD800 && c <= 0xDBFF && end+6 < len(s) && s[end] == '\\' && s[end+1] == 'u' {
+				c2, ok := pyHex4(s[end+2 : end+6])
+				if !ok {
+					return "", 0, &pyJSONError{"Invalid \\uXXXX escape", end + 1}
+				}
+				if c2 >= 0xDC00 && c2 <= 0xDFFF {
+					c = 0x10000 + (c-0xD800)<<10 + (c2 - 0xDC00)
+					end += 6
+				}
+			}
+		}
+		sb.WriteRune(c)
+	}
+}
+
+func pyHex4(r []rune) (rune, bool) {
+	var v rune
+	for _, d := range r {
+		switch {
+		case d >= '0' && d <= '9':
+			v = v<<4 | (d - '0')
+		case d >= 'a' && d <= 'f':
+			v = v<<4 | (d - 'a' + 10)
+		case d >= 'A' && d <= 'F':
+			v = v<<4 | (d - 'A' + 10)
+		default:
+			return 0, false
+		}
+	}
+	return v, true
+}
+
+func (p *pyParser) object(idx int) (*pyValue, int, error) {
+	s, v := p.s, &pyValue{kind: 'o'}
+	idx = p.ws(idx)
+	if idx >= len(s) || s[idx] != '}' {
+		for {
+			if idx >= len(s) || s[idx] != '"' {
+				return nil, 0, &pyJSONError{"Expecting property name enclosed in double quotes", idx}
+			}
+			key, next, err := p.str(idx + 1)
+			if err != nil {
+				return nil, 0, err
+			}
+			if idx = p.ws(next); idx >= len(s) || s[idx] != ':' {
+				return nil, 0, &pyJSONError{"Expecting ':' delimiter", idx}
+			}
+			val, next, err := p.scan(p.ws(idx + 1))
+			if err != nil {
+				return nil, 0, err
+			}
+			v.keys, v.vals = append(v.keys, key), append(v.vals, val)
+			if idx = p.ws(next); idx < len(s) && s[idx] == '}' {
+				break
+			}
+			if idx >= len(s) || s[idx] != ',' {
+				return nil, 0, &pyJSONError{"Expecting ',' delimiter", idx}
+			}
+			idx = p.ws(idx + 1)
+		}
+	}
+	return v, idx + 1, nil
+}
+
+func (p *pyParser) array(idx int) (*pyValue, int, error) {
+	s, v := p.s, &pyValue{kind: 'a'}
+	idx = p.ws(idx)
+	if idx >= len(s) || s[idx] != ']' {
+		for {
+			val, next, err := p.scan(idx)
+			if err != nil {
+				return nil, 0, err
+			}
+			v.elems = append(v.elems, val)
+			if idx = p.ws(next); idx < len(s) && s[idx] == ']' {
+				break
+			}
+			if idx >= len(s) || s[idx] != ',' {
+				return nil, 0, &pyJSONError{"Expecting ',' delimiter", idx}
+			}
+			idx = p.ws(idx + 1)
+		}
+	}
+	return v, idx + 1, nil
+}
+
+// ---- POST /upload --------------------------------------------------------
+
+// legacyUpload is POST /upload: the multipart part "file" is written to the
+// path its filename names, relative to the base dir. Like the Python server,
+// the whole body is read before anything is decided (the last "file" part
+// wins), but parts are streamed to a temporary file, never held in memory.
+func (s *Server) legacyUpload(w http.ResponseWriter, r *http.Request) {
+	missing := func() {
+		f := validationFailure("field required", "value_error.missing", "body", "file")
+		legacyDetail(w, f.status, f.detail)
+	}
+	mt, params, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if err != nil || mt != "multipart/form-data" {
+		missing() // Starlette finds no form fields in other bodies
+		return
+	}
+	if params["boundary"] == "" {
+		legacyDetail(w, http.StatusBadRequest, legacyParseError)
+		return
+	}
+	base := s.resolvedBase()
+	var tmp string // the temporary file holding the last "file" part
+	defer func() {
+		if tmp != "" {
+			os.Remove(tmp)
+		}
+	}()
+	var filename string
+	seen, isFile := false, false
+	mr := multipart.NewReader(r.Body, params["boundary"])
+	for {
+		part, err := mr.NextRawPart()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			legacyDetail(w, http.StatusBadRequest, legacyParseError)
+			return
+		}
+		name, fname, hasName, hasFilename := partDisposition(part.Header.Get("Content-Disposition"))
+		if !hasName {
+			legacyDetail(w, http.StatusBadRequest, legacyParseError)
+			return
+		}
+		if name != "file" || !hasFilename {
+			if _, err := io.Copy(io.Discard, part); err != nil {
+				legacyDetail(w, http.StatusBadRequest, legacyParseError)
+				return
+			}
+			if name == "file" { // a plain field named file replaces any earlier file
+				seen, isFile = true, false
+			}
+			continue
+		}
+		if tmp != "" {
+			os.Remove(tmp)
+			tmp = ""
+		}
+		f, path, err := createUploadTemp(base)
+		if err != nil {
+			legacyMessage(w, http.StatusInternalServerError, "File upload failed: "+pyOSErrorText(err))
+			return
+		}
+		tmp = path
+		readErr, writeErr := copyCounting(f, part)
+		if cerr := f.Close(); writeErr == nil {
+			writeErr = cerr
+		}
+		if readErr != nil {
+			legacyDetail(w, http.StatusBadRequest, legacyParseError)
+			return
+		}
+		if writeErr != nil {
+			legacyMessage(w, http.StatusInternalServerError, "File upload failed: "+pyOSErrorText(writeErr))
+			return
+		}
+		seen, isFile, filename = true, true, fname
+	}
+	switch {
+	case !seen:
+		missing()
+		return
+	case !isFile:
+		f := validationFailure("Expected UploadFile, received: <class 'str'>", "value_error", "body", "file")
+		legacyDetail(w, f.status, f.detail)
+		return
+	}
+
+	full, err := resolveUnder(base, filename)
+	if err != nil {
+		legacyMessage(w, http.StatusForbidden, "Access denied")
+		return
+	}
+	dir, _ := pySplit(full)
+	if err := pyMakedirs(dir); err != nil {
+		legacyMessage(w, http.StatusInternalServerError, "File upload failed: "+pyOSErrorText(err))
+		return
+	}
+	if err := placeUpload(tmp, full); err != nil {
+		legacyMessage(w, http.StatusInternalServerError, "File upload failed: "+pyOSErrorText(err))
+		return
+	}
+	tmp = "" // moved (or copied and removed)
+	legacyMessage(w, http.StatusOK, "File '"+filename+"' uploaded successfully.")
+}
+
+// createUploadTemp creates an empty file in dir with mode 0666 less the
+// umask, the mode a file created by Python's open(…, "wb") gets.
+func createUploadTemp(dir string) (*os.File, string, error) {
+	for {
+		path := filepath.Join(dir, ".sandbox-upload-"+uuid.NewString()+".tmp")
+		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o666)
+		if errors.Is(err, os.ErrExist) {
+			continue
+		}
+		return f, path, err
+	}
+}
+
+// placeUpload moves the upload tmp to full with the effect of Python's
+// open(full, "wb").write(…): a new file is renamed into place, an existing
+// one is truncated and rewritten in place (keeping its inode and mode; a
+// directory fails with EISDIR). tmp is gone afterwards on success.
+func placeUpload(tmp, full string) error {
+	if _, err := os.Lstat(full); errors.Is(err, os.ErrNotExist) {
+		err := os.Rename(tmp, full)
+		if err == nil {
+			return nil
+		}
+		if errnoOf(err) != syscall.EXDEV {
+			return &os.PathError{Op: "open", Path: full, Err: errnoOrErr(err)}
+		}
+	}
+	// O_NONBLOCK: a FIFO without a reader fails (ENXIO) instead of hanging.
+	dst, err := os.OpenFile(full, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|syscall.O_NONBLOCK, 0o666)
+	if err != nil {
+		return err
+	}
+	src, err := os.Open(tmp)
+	if err != nil {
+		dst.Close()
+		return err
+	}
+	defer src.Close()
+	_, werr := copyCounting(dst, src)
+	if cerr := dst.Close(); werr == nil {
+		werr = cerr
+	}
+	if werr != nil {
+		return werr
+	}
+	return os.Remove(tmp)
+}
+
+func errnoOrErr(err error) error {
+	if e := errnoOf(err); e != 0 {
+		return e
+	}
+	return err
+}
+
+// copyCounting copies src to dst with a small buffer and says which side
+// failed.
+func copyCounting(dst io.Writer, src io.Reader) (readErr, writeErr error) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return nil, werr
+			}
+		}
+		if err == io.EOF {
+			return nil, nil
+		}
+		if err != nil {
+			return err, nil
+		}
+	}
+}
+
+// pyOSErrorText is str() of the OSError Python would have raised for err.
+func pyOSErrorText(err error) string {
+	errno := errnoOf(err)
+	if errno == 0 {
+		return err.Error()
+	}
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return pyrepr.OSError(errno, pe.Path)
+	}
+	return fmt.Sprintf("[Errno %d] %s", uint64(errno), pyrepr.Strerror(errno))
+}
+
+// dispositionOption is python-multipart 0.0.5's OPTION_RE.
+var dispositionOption = func() *regexp.Regexp {
+	special := regexp.QuoteMeta(`()<>@,;:\"/[]?={} ` + "\t")
+	quoted := `"(?:\\.|[^"])*"`
+	value := `(?:[^` + special + `]+|` + quoted + `)`
+	return regexp.MustCompile(`(?:;|^)\s*([^` + special + `]+)\s*=\s*(` + value + `)`)
+}()
+
+// partDisposition parses a part's raw Content-Disposition like
+// python-multipart 0.0.5 and Starlette 0.26: quoted values are unquoted
+// (only \\ and \"), an IE-style "C:\dir\name" filename keeps what follows
+// the last backslash, and the bytes are read as UTF-8, else Latin-1. The
+// whole relative path is kept (unlike multipart.Part.FileName).
+func partDisposition(h string) (name, filename string, hasName, hasFilename bool) {
+	_, rest, ok := strings.Cut(h, ";")
+	if !ok {
+		return "", "", false, false
+	}
+	for _, m := range dispositionOption.FindAllStringSubmatch(rest, -1) {
+		key, v := strings.ToLower(m[1]), m[2]
+		if len(v) >= 2 && v[0] == '"' && v[len(v)-1] == '"' {
+			v = strings.ReplaceAll(strings.ReplaceAll(v[1:len(v)-1], `\\`, `\`), `\"`, `"`)
+		}
+		switch key {
+		case "name":
+			name, hasName = userSafeDecode(v), true
+		case "filename":
+			if (len(v) >= 3 && v[1:3] == `:\`) || strings.HasPrefix(v, `\\`) {
+				v = v[strings.LastIndexByte(v, '\\')+1:]
+			}
+			filename, hasFilename = userSafeDecode(v), true
+		}
+	}
+	return name, filename, hasName, hasFilename
+}
+
+// userSafeDecode is Starlette's _user_safe_decode: UTF-8, else Latin-1.
+func userSafeDecode(b string) string {
+	if utf8ValidStrict([]byte(b)) {
+		return b
+	}
+	r := make([]rune, len(b))
+	for i := 0; i < len(b); i++ {
+		r[i] = rune(b[i])
+	}
+	return string(r)
+}
+
+// ---- GET /download, /list, /exists ---------------------------------------
+
+// serveLegacyPath serves GET /download/…, /list/… and /exists/… before
+// ServeMux sees them, so `..`, `.` and `//` are never cleaned or redirected.
+// The path after prefix is percent-decoded once (RawPath, so that both
+// a%2Fb and a/b work), and invalid UTF-8 becomes U+FFFD as uvicorn did.
+// The prefix without its slash (/list) is served as the empty path.
+func (s *Server) serveLegacyPath(w http.ResponseWriter, r *http.Request, prefix string) {
+	if r.Method != http.MethodGet {
+		w.Header().Set("Allow", "GET")
+		legacyDetail(w, http.StatusMethodNotAllowed, "Method Not Allowed")
+		return
+	}
+	if !s.auth.allowed(r) {
+		writeError(w, http.StatusUnauthorized, "unauthorized", "a valid bearer token is required", nil)
+		return
+	}
+	var p string
+	if esc := r.URL.EscapedPath(); strings.HasPrefix(esc, prefix) {
+		dec, err := url.PathUnescape(esc[len(prefix):])
+		if err != nil {
+			dec = esc[len(prefix):]
+		}
+		p = dec
+	} else if strings.HasPrefix(r.URL.Path, prefix) {
+		p = r.URL.Path[len(prefix):]
+	}
+	p = pyDecodeUTF8([]byte(p))
+	switch strings.Trim(prefix, "/") {
+	case "download":
+		s.legacyDownloadPath(w, p)
+	case "list":
+		s.legacyListPath(w, p)
+	default:
+		s.legacyExistsPath(w, p)
+	}
+}
+
+// The ServeMux routes (reached only if the middleware does not take the
+// path first).
+func (s *Server) legacyDownload(w http.ResponseWriter, r *http.Request) {
+	s.legacyDownloadPath(w, r.PathValue("path"))
+}
+func (s *Server) legacyList(w http.ResponseWriter, r *http.Request) {
+	s.legacyListPath(w, r.PathValue("path"))
+}
+func (s *Server) legacyExists(w http.ResponseWriter, r *http.Request) {
+	s.legacyExistsPath(w, r.PathValue("path"))
+}
+
+// legacyResolve resolves a legacy path; false means it answered 403 (a NUL
+// byte, which Python's realpath refuses with ValueError, is 403 too).
+func (s *Server) legacyResolve(w http.ResponseWriter, p string) (string, bool) {
+	full, err := resolveUnder(s.resolvedBase(), p)
+	if err != nil {
+		legacyMessage(w, http.StatusForbidden, "Access denied")
+		return "", false
+	}
+	return full, true
+}
+
+// legacyDownloadPath answers like Starlette 0.26's FileResponse: the whole
+// file (Range and conditional headers are ignored), named by the requested
+// path in Content-Disposition.
+func (s *Server) legacyDownloadPath(w http.ResponseWriter, p string) {
+	full, ok := s.legacyResolve(w, p)
+	if !ok {
+		return
+	}
+	// os.path.isfile first: opening a FIFO would block.
+	if fi, err := os.Stat(full); err != nil || !fi.Mode().IsRegular() {
+		legacyMessage(w, http.StatusNotFound, "File not found")
+		return
+	}
+	f, err := os.Open(full)
+	if err != nil {
+		if errors.Is(err, os.ErrPermission) {
+			legacyMessage(w, http.StatusForbidden, "Access denied")
+			return
+		}
+		legacyMessage(w, http.StatusNotFound, "File not found")
+		return
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil || !fi.Mode().IsRegular() {
+		legacyMessage(w, http.StatusNotFound, "File not found")
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/octet-stream")
+	h.Set("Content-Disposition", contentDisposition(p))
+	h.Set("Content-Length", strconv.FormatInt(fi.Size(), 10))
+	h.Set("Last-Modified", fi.ModTime().UTC().Format(http.TimeFormat))
+	w.WriteHeader(http.StatusOK)
+	if _, err := io.CopyN(w, f, fi.Size()); err != nil {
+		s.log.Debug("legacy download cut short", zap.Error(err))
+	}
+}
+
+// contentDisposition is Starlette's: filename="…" when urllib's quote
+// leaves the name unchanged, else the RFC 5987 form filename*=utf-8 with
+// two single quotes, then the quoted name.
+func contentDisposition(name string) string {
+	q := pyQuote(name)
+	if q == name {
+		return `attachment; filename="` + name + `"`
+	}
+	return "attachment; filename*=utf-8''" + q
+}
+
+// pyQuote is urllib.parse.quote(s, safe="/").
+func pyQuote(s string) string {
+	const hex = "0123456789ABCDEF"
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("_.-~/", c) >= 0 {
+			b.WriteByte(c)
+			continue
+		}
+		b.WriteByte('%')
+		b.WriteByte(hex[c>>4])
+		b.WriteByte(hex[c&15])
+	}
+	return b.String()
+}
+
+// legacyEntry is one element of a /list answer (keys in Python's order).
+type legacyEntry struct {
+	Name    string  `json:"name"`
+	Size    int64   `json:"size"`
+	Type    string  `json:"type"`
+	ModTime pyFloat `json:"mod_time"`
+}
+
+// pyFloat is a float64 that encodes like Python's json (1700000200.0 keeps
+// its ".0").
+type pyFloat float64
+
+func (f pyFloat) MarshalJSON() ([]byte, error) { return []byte(pyrepr.Float(float64(f))), nil }
+
+// legacyListPath lists a directory with each entry stat'ed through
+// symlinks. Entries that cannot be stat'ed (dangling or looping links) are
+// left out instead of failing the listing (CONTRACT §5).
+func (s *Server) legacyListPath(w http.ResponseWriter, p string) {
+	full, ok := s.legacyResolve(w, p)
+	if !ok {
+		return
+	}
+	if fi, err := os.Stat(full); err != nil || !fi.IsDir() {
+		legacyMessage(w, http.StatusNotFound, "Path is not a directory")
+		return
+	}
+	names, err := readDirNames(full)
+	if err != nil {
+		legacyMessage(w, http.StatusInternalServerError, "List files failed: "+pyOSErrorText(errnoOrErr(err)))
+		return
+	}
+	entries := []legacyEntry{}
+	for _, name := range names {
+		fi, err := os.Stat(filepath.Join(full, name))
+		if err != nil {
+			continue
+		}
+		typ := "file"
+		if fi.IsDir() {
+			typ = "directory"
+		}
+		mt := fi.ModTime()
+		// os.stat's st_mtime: sec + nsec*1e-9 in double precision.
+		entries = append(entries, legacyEntry{Name: name, Size: fi.Size(), Type: typ,
+			ModTime: pyFloat(float64(mt.Unix()) + float64(mt.Nanosecond())*1e-9)})
+	}
+	writeLegacyJSON(w, http.StatusOK, entries)
+}
+
+// readDirNames returns the names in dir, sorted.
+func readDirNames(dir string) ([]string, error) {
+	f, err := os.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	names, err := f.Readdirnames(-1)
+	sort.Strings(names)
+	return names, err
+}
+
+func (s *Server) legacyExistsPath(w http.ResponseWriter, p string) {
+	full, ok := s.legacyResolve(w, p)
+	if !ok {
+		return
+	}
+	_, err := os.Stat(full)
+	writeLegacyJSON(w, http.StatusOK, struct {
+		Path   string `json:"path"`
+		Exists bool   `json:"exists"`
+	}{p, err == nil})
+}
