@@ -1,0 +1,612 @@
+package api
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"math"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/gorilla/websocket"
+	"go.uber.org/zap"
+
+	"github.com/sandbox-runtime/sandbox-runtime/runtime"
+)
+
+// GET /v1/commands/{id}/attach (CONTRACT §3, §4): the event stream of
+// streamEvents as WebSocket text frames, plus client frames for stdin,
+// signals and kill.
+//
+// Each attachment has three goroutines:
+//
+//   - the handler goroutine runs streamEvents (the same generator as the
+//     NDJSON stream) with an attachSink, then asks for the close frame;
+//   - the reader owns every read: it applies the read limit and the read
+//     deadline, writes nothing itself, and turns client frames into
+//     runtime calls (which never block) and error events for the writer;
+//   - the writer owns every write: event frames, error events, pings, pongs
+//     and the close frame, each with a write deadline. It is the one that
+//     closes the connection. (One exception, inside gorilla: a frame over
+//     the read limit makes the reader send close 1009 itself, through
+//     WriteControl, which gorilla allows concurrently with the writer.)
+//
+// The sink and the reader hand frames to the writer through a bounded
+// queue. A client that does not take its frames (the queue stays full for
+// writeWait) is disconnected; the generator never waits for longer than
+// that, and nothing else waits at all. Whatever happens to the socket, the
+// command is unaffected: only a kill frame ends it.
+//
+// Server → client frames are the event objects of CONTRACT §4, plus
+//
+//	{"type":"error","error":{"code":"invalid_request","message":"…"},"next_cursor":N}
+//
+// in answer to a client frame that could not be applied (bad JSON, unknown
+// type or field, binary frame, bad base64 or signal, stdin_full,
+// stdin_closed, stdin_not_enabled, finished). The connection stays usable
+// after an error event; its next_cursor repeats that of the event frame
+// before it (or the attach cursor), so "re-open with the next_cursor of the
+// last frame" still holds.
+//
+// Origins are not checked (CheckOrigin allows all): the runtime is reached
+// only through the broker, which authenticates every request, and the
+// optional bearer token is checked before the upgrade like on every route.
+
+const (
+	// attachReadLimit bounds one client frame: a stdin frame as large as the
+	// largest POST /stdin body, plus room for the JSON around it. A larger
+	// frame ends the connection (close code 1009).
+	attachReadLimit = maxJSONBody + 4<<10
+	// attachQueue is how many frames wait for the writer per attachment.
+	attachQueue = 16
+	// attachShutdownGrace is how long closeAll lets attachments send their
+	// final frames before it closes their connections.
+	attachShutdownGrace = time.Second
+	// attachSendBuffer is the kernel send buffer of an attached socket. A
+	// small one bounds how much output sits between the writer and the
+	// client, and so how long a ping waits behind it and how soon a client
+	// that stopped reading blocks the writer (256 KiB still carries
+	// 25 MB/s at a 10 ms round trip).
+	attachSendBuffer = 256 << 10
+	// attachWindow is the streamEvents window of an attachment: WebSockets
+	// are exempt from the routers' timeouts, so it lasts until the exit.
+	attachWindow = time.Duration(math.MaxInt64)
+)
+
+// attachTimings derives the keep-alive timings from the heartbeat interval
+// (CONTRACT §4: ping/pong every 10 s). pingPeriod is how often the writer
+// pings; pongWait is how long the reader waits for any frame (a pong
+// included) before it gives the client up; writeWait bounds each write and
+// how long a full queue is tolerated.
+func attachTimings(heartbeat time.Duration) (pingPeriod, pongWait, writeWait time.Duration) {
+	return heartbeat, 2 * heartbeat, heartbeat
+}
+
+// attachWriteBuffers is shared by every attachment: a write buffer is held
+// only while a frame is being written.
+var attachWriteBuffers sync.Pool
+
+var errAttachClosed = errors.New("attachment closed")
+
+// wsFrame is one frame for the writer. For an error event, data is the
+// errorDetail JSON and the writer adds the next_cursor.
+type wsFrame struct {
+	kind int // a websocket message type (text, close, ping, pong) or frameError
+	data []byte
+	// closeCode is the status of a close frame.
+	closeCode int
+}
+
+// frameError marks a wsFrame holding an error event.
+const frameError = -1
+
+// attachment is one WebSocket attach. The fields are set before its
+// goroutines start and not changed after; the channels carry the rest.
+type attachment struct {
+	s    *Server
+	c    *runtime.Command
+	conn *websocket.Conn
+	log  *zap.Logger
+
+	pingPeriod, pongWait, writeWait time.Duration
+
+	cursor int64 // where the stream starts: next_cursor of error events before any event
+
+	out chan wsFrame // sink and reader → writer; bounded
+	ctl chan wsFrame // reader → writer: pongs and the close echo; dropped when full
+
+	stop      chan struct{} // closed by abort: the writer ends at once
+	stopOnce  sync.Once
+	slowOnce  sync.Once
+	readDone  chan struct{} // closed when the reader has ended
+	writeDone chan struct{} // closed when the writer has ended and the conn is closed
+	finished  chan struct{} // closed when the handler is done with the attachment
+
+	cancel context.CancelFunc // ends the generator's streamEvents
+}
+
+// attach serves GET /v1/commands/{id}/attach. It returns when the
+// attachment is over: all three goroutines have ended and the connection is
+// closed.
+func (s *Server) attach(w http.ResponseWriter, r *http.Request) {
+	// Everything that can be refused is refused before the upgrade, as a
+	// plain JSON error.
+	q := parseQuery(r, "cursor")
+	cursor := q.cursor("cursor")
+	if q.err != nil {
+		fail(w, q.err)
+		return
+	}
+	c, err := s.m.Get(r.PathValue("id"))
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	if err := c.CheckCursor(cursor); err != nil {
+		fail(w, err)
+		return
+	}
+	if !websocket.IsWebSocketUpgrade(r) {
+		w.Header().Set("Sec-Websocket-Version", "13")
+		writeError(w, http.StatusBadRequest, "invalid_request", "this route is a WebSocket: send a GET with Connection: Upgrade and Upgrade: websocket", nil)
+		return
+	}
+	if s.streamsCtx.Err() != nil {
+		fail(w, runtime.ErrShuttingDown)
+		return
+	}
+	pingPeriod, pongWait, writeWait := attachTimings(s.opts.HeartbeatInterval)
+	up := websocket.Upgrader{
+		HandshakeTimeout: writeWait,
+		ReadBufferSize:   4 << 10,
+		WriteBufferSize:  32 << 10,
+		WriteBufferPool:  &attachWriteBuffers,
+		CheckOrigin:      func(*http.Request) bool { return true }, // the broker is the auth boundary
+		Error:            upgradeError,
+	}
+	// The upgrade response is written by gorilla on the hijacked connection:
+	// carry the headers the middleware set.
+	hdr := http.Header{}
+	for _, k := range []string{"Sandbox-Runtime-Version", "X-Request-ID"} {
+		if v := w.Header().Get(k); v != "" {
+			hdr.Set(k, v)
+		}
+	}
+	conn, err := up.Upgrade(hijacker{w}, r, hdr)
+	if err != nil {
+		return // Upgrade has answered
+	}
+	if rec, ok := w.(*statusRecorder); ok { // for the request log line
+		rec.code, rec.wroteHeader = http.StatusSwitchingProtocols, true
+	}
+	if tc, ok := conn.NetConn().(*net.TCPConn); ok {
+		tc.SetWriteBuffer(attachSendBuffer)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	a := &attachment{
+		s: s, c: c, conn: conn,
+		log:        s.log.With(zap.String("command_id", c.ID())),
+		pingPeriod: pingPeriod, pongWait: pongWait, writeWait: writeWait,
+		cursor:    cursor,
+		out:       make(chan wsFrame, attachQueue),
+		ctl:       make(chan wsFrame, 4),
+		stop:      make(chan struct{}),
+		readDone:  make(chan struct{}),
+		writeDone: make(chan struct{}),
+		finished:  make(chan struct{}),
+		cancel:    cancel,
+	}
+	defer close(a.finished)
+	if !s.hijacked.add(a) { // shutdown has closed the set already
+		conn.Close()
+		return
+	}
+	defer s.hijacked.remove(a)
+	s.metrics.websocketClients.Inc()
+	defer s.metrics.websocketClients.Dec()
+
+	go a.readLoop()
+	go a.writeLoop()
+	a.generate(ctx)
+	<-a.writeDone // the writer closes the conn, which ends the reader
+	<-a.readDone
+}
+
+// generate runs the event generator until the exit event (or the end of the
+// stream at shutdown), then asks the writer for the close frame.
+func (a *attachment) generate(ctx context.Context) {
+	sink := &attachSink{a: a}
+	err := a.s.streamEvents(ctx, a.c, streamOptions{cursor: a.cursor, follow: true, window: attachWindow}, sink)
+	code := websocket.CloseNormalClosure
+	switch {
+	case err == nil && sink.ended:
+		code = websocket.CloseGoingAway // `end` shutting_down: the runtime is going away
+	case errors.Is(err, errAttachClosed), errors.Is(err, context.Canceled):
+		return // the connection is gone; the writer has ended or is ending
+	case err != nil:
+		a.log.Error("attach stream failed", zap.Error(err))
+		a.enqueue(errorFrame("internal", "internal error"))
+		code = websocket.CloseInternalServerErr
+	}
+	a.enqueue(wsFrame{kind: websocket.CloseMessage, closeCode: code})
+}
+
+// attachSink is the eventSink of an attachment: each event becomes a text
+// frame queued for the writer. heartbeat and flush do nothing (the writer
+// sends every frame at once, and pings keep the connection alive).
+type attachSink struct {
+	a     *attachment
+	ended bool // the last event was an `end`
+}
+
+func (k *attachSink) event(obj []byte) error {
+	k.ended = bytes.HasPrefix(obj, []byte(`{"type":"end"`))
+	return k.a.enqueue(wsFrame{kind: websocket.TextMessage, data: bytes.Clone(obj)})
+}
+
+func (k *attachSink) flush() error          { return nil }
+func (k *attachSink) heartbeat(int64) error { return nil }
+
+// enqueue hands f to the writer. It waits at most writeWait for room in the
+// queue; a client that has not taken its frames by then is disconnected.
+func (a *attachment) enqueue(f wsFrame) error {
+	select {
+	case a.out <- f:
+		return nil
+	case <-a.writeDone:
+		return errAttachClosed
+	default:
+	}
+	t := time.NewTimer(a.writeWait)
+	defer t.Stop()
+	select {
+	case a.out <- f:
+		return nil
+	case <-a.writeDone:
+		return errAttachClosed
+	case <-t.C:
+		a.tooSlow()
+		a.abort()
+		return errAttachClosed
+	}
+}
+
+// abort ends the attachment at once: the writer stops, and closing the
+// connection interrupts a write or read in progress. The command is not
+// touched.
+func (a *attachment) abort() {
+	a.stopOnce.Do(func() {
+		close(a.stop)
+		a.conn.Close()
+	})
+}
+
+// control hands a pong or close echo to the writer without waiting.
+func (a *attachment) control(f wsFrame) {
+	select {
+	case a.ctl <- f:
+	default: // the writer is behind; a lost pong or echo is harmless
+	}
+}
+
+// writeLoop is the only goroutine that writes to the connection. It ends
+// after the close frame (once the client answered it, or writeWait passed),
+// on a write error, when the reader ends, or on abort; it then closes the
+// connection and stops the generator.
+func (a *attachment) writeLoop() {
+	defer close(a.writeDone)
+	defer a.cancel()
+	defer a.conn.Close()
+	ping := time.NewTicker(a.pingPeriod)
+	defer ping.Stop()
+	next := a.cursor // next_cursor of the last event frame written
+	var line []byte
+	for {
+		select {
+		case f := <-a.out:
+			switch f.kind {
+			case websocket.TextMessage:
+				if n, ok := frameNextCursor(f.data); ok {
+					next = n
+				}
+				if a.write(websocket.TextMessage, f.data) != nil {
+					return
+				}
+			case frameError:
+				line = appendErrorEvent(line[:0], f.data, next)
+				if a.write(websocket.TextMessage, line) != nil {
+					return
+				}
+			case websocket.CloseMessage:
+				if a.write(websocket.CloseMessage, websocket.FormatCloseMessage(f.closeCode, "")) != nil {
+					return
+				}
+				// Let the client answer the close, then hang up.
+				t := time.NewTimer(a.writeWait)
+				defer t.Stop()
+				select {
+				case <-a.readDone:
+				case <-a.stop:
+				case <-t.C:
+				}
+				return
+			}
+		case f := <-a.ctl:
+			if a.write(f.kind, f.data) != nil {
+				return
+			}
+		case <-ping.C:
+			if a.write(websocket.PingMessage, nil) != nil {
+				return
+			}
+		case <-a.readDone:
+			// The client left, or broke the protocol. Echo its close if it sent one.
+			select {
+			case f := <-a.ctl:
+				if f.kind == websocket.CloseMessage {
+					a.write(f.kind, f.data)
+				}
+			default:
+			}
+			return
+		case <-a.stop:
+			return
+		}
+	}
+}
+
+// write sends one frame within writeWait. A client that does not take it
+// in time is too slow: the writer ends and the connection is closed.
+func (a *attachment) write(kind int, data []byte) error {
+	a.conn.SetWriteDeadline(time.Now().Add(a.writeWait))
+	err := a.conn.WriteMessage(kind, data)
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		a.tooSlow()
+	}
+	return err
+}
+
+// tooSlow logs, once, that the client is disconnected for not reading.
+func (a *attachment) tooSlow() {
+	a.slowOnce.Do(func() {
+		a.log.Info("attach client too slow; disconnecting", zap.Duration("write_wait", a.writeWait))
+	})
+}
+
+// readLoop is the only goroutine that reads from the connection. It ends
+// when the connection fails or closes, the client sends a close frame, or
+// the client is silent (no frame, not even a pong) for pongWait.
+func (a *attachment) readLoop() {
+	defer close(a.readDone)
+	a.conn.SetReadLimit(attachReadLimit)
+	a.conn.SetReadDeadline(time.Now().Add(a.pongWait))
+	a.conn.SetPongHandler(func(string) error {
+		return a.conn.SetReadDeadline(time.Now().Add(a.pongWait))
+	})
+	// Pongs and the close echo are written by the writer, not from here.
+	a.conn.SetPingHandler(func(data string) error {
+		a.control(wsFrame{kind: websocket.PongMessage, data: []byte(data)})
+		return nil
+	})
+	a.conn.SetCloseHandler(func(code int, _ string) error {
+		var msg []byte
+		if code != websocket.CloseNoStatusReceived {
+			msg = websocket.FormatCloseMessage(code, "")
+		}
+		a.control(wsFrame{kind: websocket.CloseMessage, data: msg})
+		return nil
+	})
+	for {
+		kind, data, err := a.conn.ReadMessage()
+		if err != nil {
+			return
+		}
+		a.conn.SetReadDeadline(time.Now().Add(a.pongWait))
+		if kind != websocket.TextMessage {
+			err = badRequest("binary frames are not accepted; send JSON text frames")
+		} else {
+			err = a.apply(data)
+		}
+		if err != nil {
+			_, code := statusOf(err)
+			if a.enqueue(errorFrame(code, err.Error())) != nil {
+				return
+			}
+		}
+	}
+}
+
+// Client frames. Each is decoded strictly: unknown fields are refused.
+type (
+	frameType struct {
+		Type string `json:"type"`
+	}
+	stdinFrame struct {
+		Type string `json:"type"`
+		stdinBody
+	}
+	signalFrame struct {
+		Type   string          `json:"type"`
+		Signal json.RawMessage `json:"signal"`
+	}
+)
+
+// apply carries out one client frame. None of the runtime calls blocks.
+func (a *attachment) apply(data []byte) error {
+	var t frameType
+	if err := json.Unmarshal(data, &t); err != nil {
+		return badRequest(describeJSONError(err))
+	}
+	switch t.Type {
+	case "stdin":
+		var f stdinFrame
+		if err := decodeFrame(data, &f); err != nil {
+			return err
+		}
+		b, err := decodeStdin(f.stdinBody)
+		if err != nil {
+			return err
+		}
+		_, _, err = a.c.WriteStdin(b, f.EOF)
+		return err
+	case "signal":
+		var f signalFrame
+		if err := decodeFrame(data, &f); err != nil {
+			return err
+		}
+		sig, err := parseSignalValue(f.Signal)
+		if err != nil {
+			return err
+		}
+		_, err = a.c.Signal(sig)
+		return err
+	case "kill":
+		if err := decodeFrame(data, &frameType{}); err != nil {
+			return err
+		}
+		// Start the kill without waiting for it: with a context that is
+		// already done, Kill requests the end and returns at once. The exit
+		// event follows on the stream.
+		done, cancel := context.WithCancel(context.Background())
+		cancel()
+		a.c.Kill(done)
+		return nil
+	case "":
+		return badRequest(`field "type" is required: "stdin", "signal" or "kill"`)
+	}
+	return badRequest(`unknown frame type ` + strconv.Quote(t.Type) + `; expected "stdin", "signal" or "kill"`)
+}
+
+// decodeFrame decodes exactly one JSON object into v, refusing unknown fields.
+func decodeFrame(data []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return badRequest(describeJSONError(err))
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return badRequest("the frame holds more than one JSON value")
+	}
+	return nil
+}
+
+// errorFrame queues an error event; the writer adds its next_cursor.
+func errorFrame(code, msg string) wsFrame {
+	return wsFrame{kind: frameError, data: marshal(errorDetail{Code: code, Message: msg})}
+}
+
+func appendErrorEvent(dst, detail []byte, next int64) []byte {
+	dst = append(dst, `{"type":"error","error":`...)
+	dst = append(dst, detail...)
+	dst = append(dst, `,"next_cursor":`...)
+	dst = strconv.AppendInt(dst, next, 10)
+	return append(dst, '}')
+}
+
+// frameNextCursor reads the top-level next_cursor of an event object: the
+// last member of every event (see event and appendOutputEvent). A quote
+// inside a JSON string is escaped, so the last `"next_cursor":` is the
+// top-level one even when the status or the data mentions it.
+func frameNextCursor(obj []byte) (int64, bool) {
+	const key = `"next_cursor":`
+	i := bytes.LastIndex(obj, []byte(key))
+	if i < 0 {
+		return 0, false
+	}
+	rest := bytes.TrimSuffix(obj[i+len(key):], []byte("}"))
+	n, err := strconv.ParseInt(string(rest), 10, 64)
+	return n, err == nil
+}
+
+// upgradeError answers a refused handshake with a v1 JSON error.
+func upgradeError(w http.ResponseWriter, r *http.Request, status int, reason error) {
+	code := "invalid_request"
+	switch status {
+	case http.StatusForbidden:
+		code = "forbidden"
+	case http.StatusMethodNotAllowed:
+		code = "method_not_allowed"
+	case http.StatusInternalServerError:
+		code = "internal"
+	}
+	w.Header().Set("Sec-Websocket-Version", "13")
+	writeError(w, status, code, reason.Error(), nil)
+}
+
+// hijacker lets gorilla hijack through the middleware's wrappers, which
+// expose Hijack only via http.ResponseController.
+type hijacker struct{ http.ResponseWriter }
+
+func (h hijacker) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	return http.NewResponseController(h.ResponseWriter).Hijack()
+}
+
+// connSet tracks the attachments on hijacked connections, which
+// http.Server.Shutdown does not know about, so that shutdown can end them.
+type connSet struct {
+	mu     sync.Mutex // guards the fields below
+	m      map[*attachment]struct{}
+	closed bool // closeAll has run: no more attachments
+}
+
+func newConnSet() *connSet { return &connSet{m: map[*attachment]struct{}{}} }
+
+// add registers a; false once closeAll has run.
+func (cs *connSet) add(a *attachment) bool {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	if cs.closed {
+		return false
+	}
+	cs.m[a] = struct{}{}
+	return true
+}
+
+func (cs *connSet) remove(a *attachment) {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	delete(cs.m, a)
+}
+
+// closeAll ends every attachment and refuses new ones. The caller cancels
+// the streams context first, so that each attachment sends its final `end`
+// event and close frame; closeAll gives them attachShutdownGrace for that,
+// then closes the connections that are left, and returns once every
+// attachment has finished (or after another grace period).
+func (cs *connSet) closeAll() {
+	cs.mu.Lock()
+	cs.closed = true
+	all := make([]*attachment, 0, len(cs.m))
+	for a := range cs.m {
+		all = append(all, a)
+	}
+	cs.mu.Unlock()
+	if !waitFinished(all, attachShutdownGrace) {
+		for _, a := range all {
+			a.abort()
+		}
+		waitFinished(all, attachShutdownGrace)
+	}
+}
+
+// waitFinished waits up to d for every attachment of all to finish.
+func waitFinished(all []*attachment, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	for _, a := range all {
+		select {
+		case <-a.finished:
+		case <-t.C:
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,222 @@
+package api
+
+import (
+	"encoding/json"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/sandbox-runtime/sandbox-runtime/runtime"
+)
+
+// authTokenChange is CONTRACT §6: a changed token file takes effect within 5 s.
+const authTokenChange = 5 * time.Second
+
+// authServer starts a server whose token file holds content (nil: no file).
+func authServer(t *testing.T, content *string) (*testServer, string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "token")
+	if content != nil {
+		authWriteFile(t, path, *content)
+	}
+	ts := newTestServer(t, func(_ *runtime.Config, o *Options) { o.TokenFile = path })
+	return ts, path
+}
+
+// authWriteFile replaces the token file the way a Kubernetes secret
+// update does: a new file renamed over the old one.
+func authWriteFile(t *testing.T, path, content string) {
+	t.Helper()
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func authBearer(tok string) http.Header {
+	return http.Header{"Authorization": {"Bearer " + tok}}
+}
+
+// authRequest is one request of the route tables below.
+type authRequest struct {
+	method, path, body string
+}
+
+// authProtected are requests on routes that need the token, v1 and legacy.
+var authProtected = []authRequest{
+	{"GET", "/v1/info", ""},
+	{"GET", "/v1/commands", ""},
+	{"POST", "/v1/commands", `{"argv":["true"]}`},
+	{"GET", "/v1/commands/9b2f6f0e-3f43-4c1e-9d49-0a8b9b0c6a11", ""},
+	{"POST", "/v1/commands/9b2f6f0e-3f43-4c1e-9d49-0a8b9b0c6a11/kill", ""},
+	{"GET", "/v1/files/", ""},
+	{"PUT", "/v1/files/x.txt", "data"},
+	{"GET", "/metrics", ""},
+	{"POST", "/execute", `{"command":"true"}`},
+	{"POST", "/upload", ""},
+}
+
+// authLegacyPaths are the legacy file routes, which the middleware serves
+// outside the route table (their handler checks the token itself).
+var authLegacyPaths = []authRequest{
+	{"GET", "/list/", ""},
+	{"GET", "/download/x.txt", ""},
+	{"GET", "/exists/x.txt", ""},
+}
+
+// authExpect checks that req is refused with 401 unauthorized (want401) or
+// not refused for want of a token.
+func authExpect(t *testing.T, ts *testServer, req authRequest, hdr http.Header, want401 bool) {
+	t.Helper()
+	code, body := atDo(t, req.method, ts.URL+req.path, req.body, hdr)
+	if !want401 {
+		if code == http.StatusUnauthorized {
+			t.Errorf("%s %s: got 401 %s; want it allowed", req.method, req.path, body)
+		}
+		return
+	}
+	var eb errorBody
+	if code != http.StatusUnauthorized || json.Unmarshal(body, &eb) != nil || eb.Error.Code != "unauthorized" {
+		t.Errorf("%s %s: got %d %s; want 401 with code unauthorized", req.method, req.path, code, body)
+	}
+}
+
+// authPublic checks the routes that never need a token.
+func authPublic(t *testing.T, ts *testServer) {
+	t.Helper()
+	for _, p := range []string{"/", "/v1/health"} {
+		if code, body := atDo(t, "GET", ts.URL+p, "", nil); code != http.StatusOK {
+			t.Errorf("GET %s without a token: got %d %s; want 200", p, code, body)
+		}
+	}
+}
+
+// authLegacyStubbed reports whether the legacy file routes are still the
+// stubs (which answer 404 before any token check).
+func authLegacyStubbed(t *testing.T, ts *testServer, hdr http.Header) bool {
+	code, body := atDo(t, "GET", ts.URL+"/list/", "", hdr)
+	return code == http.StatusNotFound && strings.Contains(string(body), `"Not Found"`)
+}
+
+// authAttach dials the attach route of a command that does not exist and
+// returns the handshake's HTTP status (a refused token comes first).
+func authAttach(t *testing.T, ts *testServer, hdr http.Header) int {
+	t.Helper()
+	ws, resp, err := websocket.DefaultDialer.Dial(atWSURL(ts, "9b2f6f0e-3f43-4c1e-9d49-0a8b9b0c6a11", ""), hdr)
+	if err == nil {
+		ws.Close()
+		return http.StatusSwitchingProtocols
+	}
+	if resp == nil {
+		t.Fatalf("attach: %v", err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+func TestAuthToken(t *testing.T) {
+	tok := "  s3cret-token\n\n" // surrounding whitespace is ignored
+	ts, _ := authServer(t, &tok)
+
+	for _, hdr := range []http.Header{nil, authBearer("wrong"), authBearer("s3cret-toke"), {"Authorization": {"s3cret-token"}}, {"Authorization": {"Basic s3cret-token"}}} {
+		for _, req := range authProtected {
+			authExpect(t, ts, req, hdr, true)
+		}
+		if got := authAttach(t, ts, hdr); got != http.StatusUnauthorized {
+			t.Errorf("attach with %v: got %d; want 401", hdr, got)
+		}
+	}
+	authPublic(t, ts)
+
+	good := authBearer("s3cret-token")
+	for _, req := range authProtected {
+		authExpect(t, ts, req, good, false)
+	}
+	if code, body := atDo(t, "GET", ts.URL+"/v1/info", "", good); code != http.StatusOK {
+		t.Errorf("GET /v1/info with the token: got %d %s; want 200", code, body)
+	}
+	if got := authAttach(t, ts, good); got != http.StatusNotFound {
+		t.Errorf("attach to an unknown id with the token: got %d; want 404", got)
+	}
+
+	t.Run("legacy file routes", func(t *testing.T) {
+		if authLegacyStubbed(t, ts, good) {
+			t.Skip("the legacy file routes are still stubs (stubs_legacy.go)")
+		}
+		for _, req := range authLegacyPaths {
+			authExpect(t, ts, req, nil, true)
+			authExpect(t, ts, req, authBearer("wrong"), true)
+			authExpect(t, ts, req, good, false)
+		}
+	})
+}
+
+func TestAuthTokenChange(t *testing.T) {
+	first := "first-token"
+	ts, path := authServer(t, &first)
+	if code, _ := atDo(t, "GET", ts.URL+"/v1/info", "", authBearer(first)); code != http.StatusOK {
+		t.Fatalf("first token: got %d; want 200", code)
+	}
+	// Rotate. The runtime re-checks the file every tokenRecheck; within
+	// the contract's 5 s the new token must work and the old one must not.
+	authWriteFile(t, path, "the-second-token\n")
+	changed := time.Now()
+	deadline := changed.Add(authTokenChange)
+	for {
+		code, _ := atDo(t, "GET", ts.URL+"/v1/info", "", authBearer("the-second-token"))
+		if code == http.StatusOK {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the new token is still refused %v after the change (last %d)", authTokenChange, code)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Logf("the new token took effect after %v", time.Since(changed))
+	if code, _ := atDo(t, "GET", ts.URL+"/v1/info", "", authBearer(first)); code != http.StatusUnauthorized {
+		t.Errorf("the old token after the change: got %d; want 401", code)
+	}
+
+	// A file that disappears locks everything but the public routes.
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	deadline = time.Now().Add(authTokenChange)
+	for {
+		code, _ := atDo(t, "GET", ts.URL+"/v1/info", "", authBearer("the-second-token"))
+		if code == http.StatusUnauthorized {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a removed token file still lets requests in %v later (last %d)", authTokenChange, code)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	authPublic(t, ts)
+}
+
+func TestAuthTokenFileMissingOrEmpty(t *testing.T) {
+	empty := " \n\t\n"
+	for name, content := range map[string]*string{"missing": nil, "empty": &empty} {
+		t.Run(name, func(t *testing.T) {
+			ts, _ := authServer(t, content)
+			for _, hdr := range []http.Header{nil, authBearer(""), authBearer("anything")} {
+				for _, req := range authProtected {
+					authExpect(t, ts, req, hdr, true)
+				}
+				if got := authAttach(t, ts, hdr); got != http.StatusUnauthorized {
+					t.Errorf("attach with %v: got %d; want 401", hdr, got)
+				}
+			}
+			authPublic(t, ts)
+		})
+	}
+}
