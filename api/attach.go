@@ -1,7 +1,6 @@
 package api
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -178,12 +177,9 @@ func (s *Server) attach(w http.ResponseWriter, r *http.Request) {
 			hdr.Set(k, v)
 		}
 	}
-	conn, err := up.Upgrade(hijacker{w}, r, hdr)
+	conn, err := up.Upgrade(w, r, hdr)
 	if err != nil {
 		return // Upgrade has answered
-	}
-	if rec, ok := w.(*statusRecorder); ok { // for the request log line
-		rec.code, rec.wroteHeader = http.StatusSwitchingProtocols, true
 	}
 	if tc, ok := conn.NetConn().(*net.TCPConn); ok {
 		tc.SetWriteBuffer(attachSendBuffer)
@@ -539,14 +535,6 @@ func upgradeError(w http.ResponseWriter, r *http.Request, status int, reason err
 	}
 	w.Header().Set("Sec-Websocket-Version", "13")
 	writeError(w, status, code, reason.Error(), nil)
-}
-
-// hijacker lets gorilla hijack through the middleware's wrappers, which
-// expose Hijack only via http.ResponseController.
-type hijacker struct{ http.ResponseWriter }
-
-func (h hijacker) Hijack() (net.Conn, *bufio.ReadWriter, error) {
-	return http.NewResponseController(h.ResponseWriter).Hijack()
 }
 
 // connSet tracks the attachments on hijacked connections, which

@@ -21,8 +21,6 @@ type tokenAuth struct {
 	mu        sync.Mutex // guards the fields below
 	token     []byte     // the file's contents without surrounding whitespace
 	checkedAt time.Time
-	modTime   time.Time
-	size      int64
 	loadErr   bool // the file could not be read: refuse everything
 }
 
@@ -37,21 +35,15 @@ func (a *tokenAuth) current() ([]byte, bool) {
 		return a.token, !a.loadErr
 	}
 	a.checkedAt = now
-	fi, err := os.Stat(a.path)
-	if err != nil {
-		a.loadErr = true
-		return nil, false
-	}
-	if !a.loadErr && a.token != nil && fi.ModTime().Equal(a.modTime) && fi.Size() == a.size {
-		return a.token, true
-	}
+	// Re-read on every check: a rewrite with a token of the same size
+	// within one mtime tick must not go unnoticed, and the file is tiny.
 	data, err := os.ReadFile(a.path)
 	tok := []byte(strings.TrimSpace(string(data)))
 	if err != nil || len(tok) == 0 {
 		a.loadErr = true // an empty or unreadable token file locks everything
 		return nil, false
 	}
-	a.token, a.modTime, a.size, a.loadErr = tok, fi.ModTime(), fi.Size(), false
+	a.token, a.loadErr = tok, false
 	return a.token, true
 }
 
@@ -64,8 +56,8 @@ func (a *tokenAuth) allowed(r *http.Request) bool {
 	if !ok {
 		return false
 	}
-	got, found := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	if !found {
+	scheme, got, found := strings.Cut(strings.TrimSpace(r.Header.Get("Authorization")), " ")
+	if !found || !strings.EqualFold(scheme, "Bearer") {
 		return false
 	}
 	return subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), want) == 1

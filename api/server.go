@@ -5,7 +5,9 @@
 package api
 
 import (
+	"bufio"
 	"context"
+	"net"
 	"net/http"
 	"path"
 	"strings"
@@ -268,5 +270,15 @@ func (r *statusRecorder) status() int {
 	return r.code
 }
 
-// Unwrap lets http.ResponseController reach Flush and Hijack.
+// Hijack hands the connection to a WebSocket upgrade and records 101 for
+// the request log.
+func (r *statusRecorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	conn, rw, err := http.NewResponseController(r.ResponseWriter).Hijack()
+	if err == nil {
+		r.code, r.wroteHeader = http.StatusSwitchingProtocols, true
+	}
+	return conn, rw, err
+}
+
+// Unwrap lets http.ResponseController reach Flush.
 func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }

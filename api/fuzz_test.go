@@ -1,0 +1,777 @@
+package api
+
+// Native Go fuzz targets for request decoding (hostile input). In a plain
+// `go test` run the seeds below run as ordinary tests; to fuzz one target:
+//
+//	go test ./api -run '^$' -fuzz '^FuzzDecodeCreate$' -fuzztime 30s
+//
+// Each target checks properties rather than exact answers: decoding never
+// panics, every refusal is a client error (400/413, never 5xx), and what is
+// accepted is well-formed (round-trips, in range).
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/sandbox-runtime/sandbox-runtime/ringbuf"
+	"github.com/sandbox-runtime/sandbox-runtime/runtime"
+)
+
+// fzClientError fails unless err maps to a client error with a message.
+func fzClientError(t *testing.T, err error, allowed ...int) {
+	t.Helper()
+	status, code := statusOf(err)
+	if status >= 500 || code == "internal" {
+		t.Fatalf("error %q maps to %d %s; want a client error", err, status, code)
+	}
+	if len(allowed) > 0 && !contains2(allowed, status) {
+		t.Fatalf("error %q maps to %d %s; want one of %v", err, status, code, allowed)
+	}
+	if err.Error() == "" {
+		t.Fatalf("error with an empty message (%d %s)", status, code)
+	}
+}
+
+func contains2(list []int, v int) bool {
+	for _, x := range list {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+// fzKnownBug reports a property violation that is a known, reported bug:
+// the input is skipped (so the fuzzer goes on looking for other problems)
+// unless RELIABILITY_STRICT=1, when it fails.
+func fzKnownBug(t *testing.T, format string, args ...any) {
+	t.Helper()
+	if os.Getenv("RELIABILITY_STRICT") == "1" {
+		t.Fatalf("BUG: "+format, args...)
+	}
+	t.Skipf("BUG (reported, skipped unless RELIABILITY_STRICT=1): "+format, args...)
+}
+
+// fzTopLevelKeys returns the keys of a top-level JSON object, in order,
+// duplicates kept; ok is false when body is not an object.
+func fzTopLevelKeys(body []byte) (keys []string, ok bool) {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	tok, err := dec.Token()
+	if err != nil || tok != json.Delim('{') {
+		return nil, false
+	}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, false
+		}
+		k, _ := tok.(string)
+		keys = append(keys, k)
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return nil, false
+		}
+	}
+	return keys, true
+}
+
+// fzCheckKeys flags accepted bodies whose keys are not exactly the wire
+// names, or repeat one: encoding/json matches keys case-insensitively and
+// lets the last duplicate win, so {"argv":["true"],"ARGV":["rm","x"]} runs
+// rm while a proxy that reads the exact key "argv" sees true.
+func fzCheckKeys(t *testing.T, body []byte, names ...string) {
+	t.Helper()
+	keys, ok := fzTopLevelKeys(body)
+	if !ok {
+		return
+	}
+	seen := map[string]bool{}
+	for _, k := range keys {
+		if !contains3(names, k) {
+			fzKnownBug(t, "decodeJSON accepted key %q, which is not a field name (case-insensitive match); body %q", k, fzClip(body))
+		}
+		if seen[k] {
+			fzKnownBug(t, "decodeJSON accepted the duplicate key %q (the last one wins); body %q", k, fzClip(body))
+		}
+		seen[k] = true
+	}
+}
+
+func contains3(list []string, v string) bool {
+	for _, x := range list {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+func fzClip(b []byte) string {
+	if len(b) > 200 {
+		return string(b[:200]) + "…"
+	}
+	return string(b)
+}
+
+func fzRequest(body []byte) *http.Request {
+	return httptest.NewRequest("POST", "/v1/commands", bytes.NewReader(body))
+}
+
+// fzDecodeRoundTrip decodes body into a fresh T and, when accepted, checks
+// that the value re-encodes and decodes to itself.
+func fzDecodeRoundTrip[T any](t *testing.T, body []byte, allowEmpty bool) (T, bool) {
+	t.Helper()
+	var v T
+	err := decodeJSON(fzRequest(body), &v, allowEmpty)
+	if err != nil {
+		fzClientError(t, err, http.StatusBadRequest, http.StatusRequestEntityTooLarge)
+		if len(body) > maxJSONBody && !errors.Is(err, errRequestTooLarge) {
+			// Over the limit must be 413 unless it is refused for its first bytes.
+			var probe T
+			if decodeJSON(fzRequest(body[:maxJSONBody]), &probe, allowEmpty) == nil {
+				t.Fatalf("a body over the limit was refused with %v; want 413", err)
+			}
+		}
+		return v, false
+	}
+	if len(body) > maxJSONBody {
+		t.Fatalf("a body of %d bytes (> %d) was accepted", len(body), maxJSONBody)
+	}
+	if len(bytes.TrimSpace(body)) > 0 && !json.Valid(body) {
+		t.Fatalf("invalid JSON accepted: %q", fzClip(body))
+	}
+	var again T
+	if err := decodeJSON(fzRequest(marshal(v)), &again, allowEmpty); err != nil {
+		t.Fatalf("re-encoded value %s refused: %v", marshal(v), err)
+	}
+	if !reflect.DeepEqual(v, again) {
+		t.Fatalf("round trip changed the value: %#v -> %#v", v, again)
+	}
+	return v, true
+}
+
+var createSeeds = []string{
+	`{"argv":["true"]}`,
+	`{"argv":["echo","héllo","\u0000"],"envs":{"A":"1","":"x"},"cwd":"/tmp","timeout":1.5,"stdin":true}`,
+	`{"command":"echo 'unterminated","timeout":-1}`,
+	`{"command":"true","argv":["true"]}`,
+	`{"argv":[],"timeout":0}`,
+	`{"argv":"true"}`,
+	`{"argv":[1,2]}`,
+	`{"argv":["true"],"timeout":1e400}`,
+	`{"argv":["true"],"timeout":-0}`,
+	`{"argv":["true"],"timeout":9007199254740993}`,
+	`{"argv":["true"],"timeout":"5"}`,
+	`{"argv":["true"],"stdin":"yes"}`,
+	`{"argv":["true"],"command_id":"6F9619FF-8B86-D011-B42D-00C04FC964FF"}`,
+	`{"argv":["true"],"command_id":"{6f9619ff-8b86-d011-b42d-00c04fc964ff}"}`,
+	`{"argv":["true"],"unknown":1}`,
+	`{"argv":["true"],"ARGV":["rm","-rf","x"]}`,
+	`{"argv":["true"],"argv":["false"]}`,
+	`{"argv":["true"]} {"argv":["true"]}`,
+	`{"argv":["true"]`,
+	`[{"argv":["true"]}]`,
+	`null`,
+	``,
+	`   `,
+	"{\"argv\":[\"\xff\xfe\"]}",
+	`{"argv":["\ud800"]}`,
+	`{"envs":{"A=B":"x","\u0000":"y"},"argv":["true"]}`,
+	`{"argv":[` + strings.Repeat(`"x",`, 100) + `"x"]}`,
+	strings.Repeat("[", 20000) + strings.Repeat("]", 20000),
+}
+
+// FuzzDecodeCreate fuzzes the body of POST /v1/commands (decodeJSON into
+// createBody).
+func FuzzDecodeCreate(f *testing.F) {
+	for _, s := range createSeeds {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		if _, ok := fzDecodeRoundTrip[createBody](t, body, false); ok {
+			fzCheckKeys(t, body, "argv", "command", "envs", "cwd", "timeout", "stdin", "command_id")
+		}
+	})
+}
+
+// FuzzDecodeStdin fuzzes POST /v1/commands/{id}/stdin: decodeJSON into
+// stdinBody, then decodeStdin.
+func FuzzDecodeStdin(f *testing.F) {
+	for _, s := range []string{
+		`{"data":"hello\n"}`,
+		`{"data":"aGVsbG8=","encoding":"base64","eof":true}`,
+		`{"data":"aGVsbG8","encoding":"base64"}`,
+		`{"data":"!!!","encoding":"base64"}`,
+		`{"data":"x","encoding":"hex"}`,
+		`{"data":"x","encoding":"BASE64"}`,
+		`{"data":"\u0000\ud800","encoding":"utf-8"}`,
+		`{"data":null,"eof":"true"}`,
+		`{"eof":true}`,
+		`{"data":1}`,
+		`{"data":"x","Data":"y"}`,
+		`{}`,
+		``,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		b, ok := fzDecodeRoundTrip[stdinBody](t, body, false)
+		if !ok {
+			return
+		}
+		fzCheckKeys(t, body, "data", "encoding", "eof")
+		data, err := decodeStdin(b)
+		if err != nil {
+			fzClientError(t, err, http.StatusBadRequest)
+			return
+		}
+		switch b.Encoding {
+		case "base64":
+			if got := base64.StdEncoding.EncodeToString(data); got != strings.NewReplacer("\r", "", "\n", "").Replace(b.Data) {
+				t.Fatalf("base64 %q decoded to %d bytes that re-encode as %q", b.Data, len(data), got)
+			}
+		case "", "utf-8", "text":
+			if string(data) != b.Data {
+				t.Fatalf("text stdin changed: %q -> %q", b.Data, data)
+			}
+		default:
+			t.Fatalf("encoding %q accepted", b.Encoding)
+		}
+	})
+}
+
+// FuzzDecodeSignal fuzzes POST /v1/commands/{id}/signal: decodeJSON into
+// signalBody, then parseSignalValue.
+func FuzzDecodeSignal(f *testing.F) {
+	for _, s := range []string{
+		`{"signal":"SIGINT"}`, `{"signal":"int"}`, `{"signal":" sigterm "}`, `{"signal":2}`, `{"signal":"9"}`,
+		`{"signal":0}`, `{"signal":-1}`, `{"signal":65}`, `{"signal":2.0}`, `{"signal":1e10}`,
+		`{"signal":99999999999999999999}`, `{"signal":"SIG"}`, `{"signal":""}`, `{"signal":null}`,
+		`{"signal":[]}`, `{"signal":{}}`, `{"signal":true}`, `{}`, `{"signal":"SIGRTMIN"}`, `{"signal":"\u0000"}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		var b signalBody
+		err := decodeJSON(fzRequest(body), &b, false)
+		if err != nil {
+			fzClientError(t, err, http.StatusBadRequest, http.StatusRequestEntityTooLarge)
+			return
+		}
+		fzCheckKeys(t, body, "signal")
+		sig, err := parseSignalValue(b.Signal)
+		if err != nil {
+			fzClientError(t, err, http.StatusBadRequest)
+			return
+		}
+		if sig < 1 || sig > 64 {
+			t.Fatalf("signal %d accepted from %s", sig, b.Signal)
+		}
+	})
+}
+
+// FuzzQuery fuzzes the query decoding of the v1 routes: parseQuery with the
+// parameters of /output, then cursor, boolean and seconds.
+func FuzzQuery(f *testing.F) {
+	for _, s := range []string{
+		"", "cursor=0", "cursor=10&follow=false&max_wait=1.5", "cursor=-1", "cursor=9223372036854775808",
+		"cursor=1e3", "cursor=+5", "cursor=0x10", "follow=maybe", "follow=T", "max_wait=NaN", "max_wait=Inf",
+		"max_wait=-0", "max_wait=1e308", "max_wait=0x1p-2", "cursor=1&cursor=2", "Cursor=1", "x=1", "%zz",
+		"cursor=1;follow=true", "cursor", "cursor=&follow=", "max_wait=%00", "cursor=%E2%80%A8",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		r := httptest.NewRequest("GET", "/v1/commands/x/output", nil)
+		r.URL.RawQuery = raw
+		q := parseQuery(r, "cursor", "follow", "max_wait")
+		cursor := q.cursor("cursor")
+		follow := q.boolean("follow", true)
+		window := q.seconds("max_wait", defaultWindowSeconds, maxWindowSeconds)
+		if q.err != nil {
+			fzClientError(t, q.err, http.StatusBadRequest)
+			return
+		}
+		_ = follow
+		if cursor < 0 {
+			t.Fatalf("cursor %d accepted from %q", cursor, raw)
+		}
+		if !(window >= 0 && window <= maxWindowSeconds) {
+			t.Fatalf("max_wait %v accepted from %q", window, raw)
+		}
+		if d := secondsDur(window); d < 0 {
+			t.Fatalf("max_wait %v gives a negative duration %v", window, d)
+		}
+		// An accepted query names only known parameters, once each.
+		for k, v := range q.v {
+			if !contains3([]string{"cursor", "follow", "max_wait"}, k) || len(v) != 1 {
+				t.Fatalf("accepted %q: parameter %q x%d", raw, k, len(v))
+			}
+		}
+	})
+}
+
+// FuzzOutputEvent checks the encoder behind every output event: for any
+// bytes, the event is valid JSON that decodes back to exactly those bytes
+// (text when valid UTF-8, base64 otherwise), with consistent cursors; and
+// runeBoundary/utf8Cut never split a character of valid text.
+func FuzzOutputEvent(f *testing.F) {
+	for _, s := range []string{"", "hello\n", "\x00\x01\x1f\x7f", "\"\\", "\u2028\u2029", "héllo wörld ✓ 🙂",
+		"\xff\xfe", "\xe2\x82", "a\xe2\x82\xacb", "\xf0\x9f\x99", "\xed\xa0\x80", "<>&"} {
+		f.Add([]byte(s), int64(0), uint16(3))
+	}
+	f.Fuzz(func(t *testing.T, data []byte, cursor int64, cut uint16) {
+		if cursor < 0 {
+			cursor = -cursor
+		}
+		if cursor < 0 { // MinInt64
+			cursor = 0
+		}
+		cursor %= 1 << 50
+		for _, stream := range []ringbuf.Stream{ringbuf.Stdout, ringbuf.Stderr} {
+			line := appendOutputEvent(nil, stream, cursor, data)
+			if !json.Valid(line) {
+				t.Fatalf("invalid JSON for %q: %s", data, line)
+			}
+			if bytes.ContainsAny(line, "\n\r") {
+				t.Fatalf("an NDJSON line contains a raw newline: %q", line)
+			}
+			var e struct {
+				Type       string `json:"type"`
+				Stream     string `json:"stream"`
+				Cursor     int64  `json:"cursor"`
+				Data       string `json:"data"`
+				Encoding   string `json:"encoding"`
+				NextCursor int64  `json:"next_cursor"`
+			}
+			if err := json.Unmarshal(line, &e); err != nil {
+				t.Fatal(err)
+			}
+			got := []byte(e.Data)
+			if e.Encoding == "base64" {
+				var err error
+				if got, err = base64.StdEncoding.DecodeString(e.Data); err != nil {
+					t.Fatal(err)
+				}
+			} else if !utf8.Valid(data) {
+				t.Fatalf("invalid UTF-8 %q sent as text", data)
+			}
+			if !bytes.Equal(got, data) || e.Type != "output" || e.Stream != stream.String() ||
+				e.Cursor != cursor || e.NextCursor != cursor+int64(len(data)) {
+				t.Fatalf("event %s does not carry %q at %d", line, data, cursor)
+			}
+			if n, ok := frameNextCursor(line); !ok || n != e.NextCursor {
+				t.Fatalf("frameNextCursor(%s) = %d, %v; want %d", line, n, ok, e.NextCursor)
+			}
+		}
+		if len(data) > 1 { // runeBoundary's precondition: 0 < n < len(data)
+			n := int(cut)%(len(data)-1) + 1
+			b := runeBoundary(data, n)
+			if b < 0 || b > n || n-b > utf8.UTFMax {
+				t.Fatalf("runeBoundary(%q, %d) = %d", data, n, b)
+			}
+			if utf8.Valid(data) && !utf8.Valid(data[:b]) && b != n {
+				t.Fatalf("runeBoundary split a character: %q[:%d]", data, b)
+			}
+		}
+		c := utf8Cut(data)
+		if c < 0 || c > len(data) || len(data)-c >= utf8.UTFMax {
+			t.Fatalf("utf8Cut(%q) = %d", data, c)
+		}
+		if utf8.Valid(data) && c != len(data) {
+			t.Fatalf("utf8Cut cut valid text %q at %d", data, c)
+		}
+	})
+}
+
+// FuzzEventNextCursor checks that frameNextCursor (the WebSocket writer's
+// way to track the cursor) reads the top-level next_cursor of every event
+// the server marshals, whatever strings its status carries.
+func FuzzEventNextCursor(f *testing.F) {
+	f.Add("next_cursor", `"next_cursor":5}`, int64(7), uint8(0))
+	f.Add("\"next_cursor\":1}", "x", int64(0), uint8(1))
+	f.Add("", "", int64(1<<40), uint8(2))
+	f.Fuzz(func(t *testing.T, arg, reason string, next int64, kind uint8) {
+		if next < 0 {
+			next = 0
+		}
+		st := runtime.Status{CommandID: arg, Argv: []string{arg, reason}, Cwd: reason}
+		var ev event
+		switch kind % 4 {
+		case 0:
+			ev = event{Type: "exit", Status: &st, NextCursor: next}
+		case 1:
+			ev = event{Type: "end", Reason: reason, NextCursor: next}
+		case 2:
+			ev = event{Type: "started", Status: &st, NextCursor: next}
+		default:
+			c, d := next, int64(len(arg))
+			ev = event{Type: "gap", Cursor: &c, DroppedBytes: &d, NextCursor: next}
+		}
+		line := marshal(ev)
+		if n, ok := frameNextCursor(line); !ok || n != next {
+			t.Fatalf("frameNextCursor(%s) = %d, %v; want %d", line, n, ok, next)
+		}
+	})
+}
+
+// fzAttach is one running command (`cat` with stdin) that the WebSocket
+// frame fuzzer applies frames to, created once per fuzzing process.
+var (
+	fzAttachOnce sync.Once
+	fzAttachSrv  *testServer
+	fzAttachCmd  *runtime.Command
+	fzAttachErr  error
+)
+
+func fzAttachment(f *testing.F) *attachment {
+	fzAttachOnce.Do(func() {
+		fzAttachSrv = newTestServer(f, nil)
+		st, _, err := fzAttachSrv.M.Create(runtime.CreateRequest{Argv: []string{"cat"}, Stdin: true, Timeout: ptr(3600.0)})
+		if err != nil {
+			fzAttachErr = err
+			return
+		}
+		fzAttachCmd, fzAttachErr = fzAttachSrv.M.Get(st.CommandID)
+	})
+	if fzAttachErr != nil {
+		f.Fatal(fzAttachErr)
+	}
+	return &attachment{s: fzAttachSrv.Server, c: fzAttachCmd}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// FuzzAttachFrame fuzzes the client frames of GET /v1/commands/{id}/attach
+// through attachment.apply, against a real `cat` command: decoding never
+// panics, every refusal maps to a client error (4xx), and only the three
+// frame types with their exact fields are accepted.
+func FuzzAttachFrame(f *testing.F) {
+	for _, s := range []string{
+		`{"type":"stdin","data":"hello\n"}`,
+		`{"type":"stdin","data":"aGk=","encoding":"base64","eof":false}`,
+		`{"type":"stdin","data":"x","encoding":"rot13"}`,
+		`{"type":"stdin","data":"x","extra":1}`,
+		`{"type":"signal","signal":"SIGCONT"}`,
+		`{"type":"signal","signal":28}`,
+		`{"type":"signal","signal":"SIGNOPE"}`,
+		`{"type":"signal"}`,
+		`{"type":"kill","now":true}`,
+		`{"type":"KILL"}`,
+		`{"type":""}`,
+		`{"type":1}`,
+		`{}`,
+		`[]`,
+		`"stdin"`,
+		`{"type":"stdin","data":"x"} {"type":"kill"}`,
+		`{"type":"stdin","type":"kill"}`,
+		`{"TYPE":"stdin","data":"x"}`,
+		``,
+	} {
+		f.Add([]byte(s))
+	}
+	a := fzAttachment(f)
+	f.Fuzz(func(t *testing.T, frame []byte) {
+		var ft frameType
+		// Keep the command alive for the other inputs: kill frames and
+		// signals that end or stop it are decoded but not applied.
+		if json.Unmarshal(frame, &ft) == nil && ft.Type == "kill" {
+			if err := decodeFrame(frame, &frameType{}); err != nil {
+				fzClientError(t, err, http.StatusBadRequest)
+			}
+			return
+		}
+		if ft.Type == "stdin" {
+			var sf stdinFrame
+			if decodeFrame(frame, &sf) == nil && sf.EOF {
+				if _, err := decodeStdin(sf.stdinBody); err != nil {
+					fzClientError(t, err, http.StatusBadRequest)
+				}
+				return
+			}
+		}
+		if ft.Type == "signal" {
+			var sf signalFrame
+			if decodeFrame(frame, &sf) == nil {
+				if sig, err := parseSignalValue(sf.Signal); err == nil && sig != 18 && sig != 28 { // SIGCONT, SIGWINCH
+					return
+				}
+			}
+		}
+		err := a.apply(frame)
+		if err == nil {
+			if ft.Type != "stdin" && ft.Type != "signal" {
+				t.Fatalf("frame %q accepted with type %q", frame, ft.Type)
+			}
+			return
+		}
+		fzClientError(t, err, http.StatusBadRequest, http.StatusConflict, http.StatusTooManyRequests)
+	})
+}
+
+// fzTree is a base dir with files, a subdirectory and symlinks that point
+// inside, outside (to a directory holding a secret), nowhere and to
+// themselves; outside is its sibling. Every file inside holds "inside".
+type fzTree struct {
+	root, base, outside string
+}
+
+func fzMakeTree(f *testing.F) fzTree {
+	root := f.TempDir()
+	tr := fzTree{root: root, base: filepath.Join(root, "l1", "l2", "l3", "base"), outside: filepath.Join(root, "l1", "outside")}
+	for _, d := range []string{tr.base + "/dir/sub", tr.outside + "/deep"} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			f.Fatal(err)
+		}
+	}
+	for p, data := range map[string]string{
+		tr.base + "/file.txt": "inside", tr.base + "/dir/a.txt": "inside", tr.base + "/ü %41.txt": "inside",
+		tr.outside + "/secret.txt": "OUTSIDE-SECRET", tr.outside + "/deep/secret.txt": "OUTSIDE-SECRET",
+	} {
+		if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
+			f.Fatal(err)
+		}
+	}
+	for name, target := range map[string]string{
+		"link-in": "dir", "link-out": tr.outside, "link-out-rel": "../../../outside", "link-up": "..",
+		"dangling": "nowhere", "loop": "loop", "loop-a": "loop-b", "loop-b": "loop-a", "dir/link-file": "../file.txt",
+	} {
+		if err := os.Symlink(target, filepath.Join(tr.base, name)); err != nil {
+			f.Fatal(err)
+		}
+	}
+	return tr
+}
+
+// fzConfined reports whether full, as the kernel resolves it, stays in base:
+// the longest existing prefix of full is resolved with EvalSymlinks.
+func fzConfined(base, full string) bool {
+	realBase, err := filepath.EvalSymlinks(base)
+	if err != nil {
+		return false
+	}
+	p := full
+	for {
+		if _, err := os.Lstat(p); err == nil {
+			break
+		}
+		parent := filepath.Dir(p)
+		if parent == p {
+			break
+		}
+		p = parent
+	}
+	rp, err := filepath.EvalSymlinks(p)
+	if err != nil {
+		return true // a loop: nothing can be opened through it
+	}
+	return rp == realBase || strings.HasPrefix(rp, realBase+"/")
+}
+
+var legacyPathSeeds = []string{
+	"", "file.txt", "dir/a.txt", "../outside/secret.txt", "../../../outside/secret.txt", "link-out/secret.txt", "link-out",
+	"link-out-rel/deep/secret.txt", "link-up/base/file.txt", "link-up", "link-in/a.txt", "dangling", "loop", "loop-a/x",
+	"dir/../file.txt", "dir/../../base/file.txt", "/etc/passwd", "//etc/passwd", "\x00", "a\x00b", "ü %41.txt", ".", "..",
+	"dir/link-file", "link-in/../../outside/secret.txt", strings.Repeat("../", 40) + "etc/passwd", strings.Repeat("x", 300),
+}
+
+// FuzzResolveUnder fuzzes the path confinement shared by the legacy file
+// routes, /upload and /v1/files: an accepted path is clean, absolute and,
+// as the kernel resolves it, inside the base dir; NUL is refused.
+func FuzzResolveUnder(f *testing.F) {
+	tr := fzMakeTree(f)
+	base, err := filepath.EvalSymlinks(tr.base)
+	if err != nil {
+		f.Fatal(err)
+	}
+	for _, s := range legacyPathSeeds {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, rel string) {
+		full, err := resolveUnder(base, rel)
+		switch {
+		case strings.IndexByte(rel, 0) >= 0:
+			if !errors.Is(err, errNULPath) {
+				t.Fatalf("resolveUnder(%q) with NUL = %q, %v", rel, full, err)
+			}
+			return
+		case err != nil:
+			if !errors.Is(err, errForbidden) {
+				t.Fatalf("resolveUnder(%q): unexpected error %v", rel, err)
+			}
+			return
+		}
+		if !filepath.IsAbs(full) || filepath.Clean(full) != full {
+			t.Fatalf("resolveUnder(%q) = %q: not clean and absolute", rel, full)
+		}
+		if !within(base, full) {
+			t.Fatalf("resolveUnder(%q) = %q: outside %q", rel, full, base)
+		}
+		if !fzConfined(base, full) {
+			t.Fatalf("resolveUnder(%q) = %q, which the kernel resolves outside %q", rel, full, base)
+		}
+	})
+}
+
+// fzLegacy is an in-process server over an fzTree for the handler fuzzers.
+var (
+	fzLegacyOnce sync.Once
+	fzLegacySrv  *testServer
+	fzLegacyTree fzTree
+)
+
+func fzLegacyServer(f *testing.F) (*testServer, fzTree) {
+	fzLegacyOnce.Do(func() {
+		fzLegacyTree = fzMakeTree(f)
+		fzLegacySrv = newTestServer(f, func(c *runtime.Config, o *Options) {
+			c.BaseDir, o.BaseDir = fzLegacyTree.base, fzLegacyTree.base
+		})
+	})
+	return fzLegacySrv, fzLegacyTree
+}
+
+// FuzzLegacyPath fuzzes the raw paths of GET /download, /list, /exists and
+// GET /v1/files through the real handler chain: never 5xx, never a
+// redirect, and nothing from outside the base dir is ever served.
+func FuzzLegacyPath(f *testing.F) {
+	ts, _ := fzLegacyServer(f)
+	h := ts.Handler()
+	for i, s := range legacyPathSeeds {
+		f.Add(uint8(i), s)
+	}
+	for _, s := range []string{"..%2f..%2f..%2foutside%2fsecret.txt", "%2e%2e/%2e%2e/%2e%2e/outside/secret.txt", "link-out%2fsecret.txt",
+		"%252e%252e/x", "%ff%fe", "a%", "%zz", "%00", "dir%2F..%2F..%2F..%2F..%2Foutside/secret.txt", "?x=1", "#frag"} {
+		f.Add(uint8(len(s)), s)
+	}
+	f.Add(uint8(3), strings.Repeat("x", 300))
+	f.Add(uint8(3), "dir/"+strings.Repeat("y", 256)+"/z")
+	routes := []string{"/download/", "/list/", "/exists/", "/v1/files/"}
+	f.Fuzz(func(t *testing.T, route uint8, raw string) {
+		target := routes[int(route)%len(routes)] + raw
+		u, err := url.ParseRequestURI(target)
+		if err != nil || strings.ContainsAny(target, " \r\n\t") {
+			return // net/http refuses such a request line before any handler
+		}
+		req := &http.Request{Method: "GET", URL: u, RequestURI: target, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+			Header: http.Header{}, Host: "127.0.0.1", Body: http.NoBody}
+		req = req.WithContext(context.Background())
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		body := rec.Body.String()
+		switch {
+		case rec.Code >= 500 && strings.HasPrefix(target, "/v1/files/") && fzLongSegment(u.Path):
+			fzKnownBug(t, "GET %q: %d: a name over NAME_MAX is not classified by fileError (ENAMETOOLONG)", fzClip([]byte(target)), rec.Code)
+		case rec.Code >= 500:
+			t.Fatalf("GET %q: %d %s", target, rec.Code, fzClip([]byte(body)))
+		case rec.Code >= 300 && rec.Code < 400:
+			t.Fatalf("GET %q: redirect %d to %q", target, rec.Code, rec.Header().Get("Location"))
+		case strings.Contains(body, "OUTSIDE-SECRET") || rec.Code == http.StatusOK && strings.Contains(body, `"name":"secret.txt"`):
+			t.Fatalf("GET %q served content from outside the base dir: %s", target, fzClip([]byte(body)))
+		}
+	})
+}
+
+// FuzzLegacyUpload fuzzes the multipart filename of POST /upload through
+// the real handler (partDisposition, resolveUnder, makedirs, placement):
+// no panic, no 5xx but the legacy "File upload failed" answer to an OS
+// error, and no file is ever created or changed outside the base dir.
+// Filenames that could climb above the test's own temporary tree if
+// confinement broke are not sent (at most 3 ".." and the base is 4 deep).
+func FuzzLegacyUpload(f *testing.F) {
+	ts, tr := fzLegacyServer(f)
+	h := ts.Handler()
+	for _, s := range legacyPathSeeds {
+		f.Add(s, []byte("content"))
+	}
+	for _, s := range []string{`C:\dir\name.txt`, `\\server\share\x`, `a\"b`, `new/dir/file.txt`, "caf\xe9.txt", "dir/sub/", "link-out-rel/deep/x"} {
+		f.Add(s, []byte("x"))
+	}
+	snapshot := func() map[string]string {
+		out := map[string]string{}
+		filepath.WalkDir(tr.root, func(p string, d os.DirEntry, err error) error {
+			if err != nil {
+				return nil
+			}
+			if p == tr.base {
+				return filepath.SkipDir
+			}
+			if fi, err := d.Info(); err == nil {
+				out[p] = fmt.Sprintf("%v %d %d", fi.Mode(), fi.Size(), fi.ModTime().UnixNano())
+			}
+			return nil
+		})
+		return out
+	}
+	before := snapshot()
+	f.Fuzz(func(t *testing.T, filename string, content []byte) {
+		if strings.Count(filename, "..") > 3 || strings.HasPrefix(filename, "/") || strings.HasPrefix(filename, `\`) ||
+			strings.ContainsAny(filename, "\r\n") || len(content) > 1<<16 {
+			return
+		}
+		quoted := strings.ReplaceAll(strings.ReplaceAll(filename, `\`, `\\`), `"`, `\"`)
+		var b bytes.Buffer
+		b.WriteString("--fzb\r\nContent-Disposition: form-data; name=\"file\"; filename=\"" + quoted + "\"\r\n" +
+			"Content-Type: application/octet-stream\r\n\r\n")
+		b.Write(content)
+		b.WriteString("\r\n--fzb--\r\n")
+		req := httptest.NewRequest("POST", "/upload", &b)
+		req.Header.Set("Content-Type", "multipart/form-data; boundary=fzb")
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		body := rec.Body.String()
+		if rec.Code >= 500 && !(rec.Code == 500 && strings.Contains(body, "File upload failed: ")) {
+			t.Fatalf("upload %q: %d %s", filename, rec.Code, fzClip([]byte(body)))
+		}
+		after := snapshot()
+		for p, v := range after {
+			if before[p] != v {
+				t.Fatalf("upload %q (answer %d %s) created or changed %s outside the base dir", filename, rec.Code, fzClip([]byte(body)), p)
+			}
+		}
+		if len(after) != len(before) {
+			t.Fatalf("upload %q removed files outside the base dir", filename)
+		}
+	})
+}
+
+// FuzzPartDisposition fuzzes the Content-Disposition parser of /upload:
+// no panic, and names and filenames come out as valid UTF-8.
+func FuzzPartDisposition(f *testing.F) {
+	for _, s := range []string{`form-data; name="file"; filename="a/b.txt"`, `form-data; name=file; filename=x`,
+		`form-data; filename="C:\\dir\\x.txt"; name="file"`, `form-data`, `form-data;`, `; name="a\"b"`, "form-data; name=\"\xff\"",
+		`form-data; name="file"; filename*=utf-8''x`, `form-data; name="file"; filename="\\\\server\\x"`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, h string) {
+		name, filename, hasName, hasFilename := partDisposition(h)
+		if !utf8.ValidString(name) || !utf8.ValidString(filename) {
+			t.Fatalf("partDisposition(%q) = %q, %q: not UTF-8", h, name, filename)
+		}
+		if (!hasName && name != "") || (!hasFilename && filename != "") {
+			t.Fatalf("partDisposition(%q): values without their flags", h)
+		}
+	})
+}
+
+func fzLongSegment(p string) bool {
+	for _, seg := range strings.Split(p, "/") {
+		if len(seg) > 255 {
+			return true
+		}
+	}
+	return false
+}
