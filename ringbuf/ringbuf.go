@@ -260,7 +260,11 @@ func (r *Ring) growBytes(need int, from int64) {
 	for size < need {
 		size *= 2
 	}
-	size = min(size, r.maxBytes)
+	// Past a quarter of the cap, go straight to the cap: the remaining
+	// doublings would leave a ring's worth of garbage behind for the GC.
+	if size > r.maxBytes/4 {
+		size = r.maxBytes
+	}
 	nb := make([]byte, size)
 	if k := int(r.end - from); k > 0 {
 		r.copyOut(nb[:k], r.wrap(r.off+int(from-r.start)))

@@ -307,9 +307,11 @@ func (c *Command) finish(exit procgroup.ExitStatus) {
 		c.proc.Stdin.Close() // unblocks a writer stuck on a child that never reads
 	}
 	c.ring.Close()
-	close(c.done)
 	st := c.ring.Stats()
+	// Free the running slot before anyone can observe the end: a client that
+	// sees exit and creates the next command at once must not get a 429.
 	c.m.finished(c, state, st.Truncated)
+	close(c.done)
 	c.log.Info("command finished",
 		zap.String("state", state.String()),
 		zap.Int("exit_code", exit.Code),
