@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"encoding/base64"
+	"encoding/binary"
 	"net/http"
 	"strconv"
 	"time"
@@ -198,12 +199,31 @@ func appendOutputEvent(dst []byte, stream ringbuf.Stream, cursor int64, data []b
 
 const hexDigits = "0123456789abcdef"
 
+const (
+	lsb8 = 0x0101010101010101
+	msb8 = 0x8080808080808080
+)
+
+// needsEscape8 reports whether any of the eight bytes in x is a control
+// character, '"', '\\' or not ASCII (SWAR: no per-byte branches).
+func needsEscape8(x uint64) bool {
+	zero := func(v uint64) uint64 { return (v - lsb8) &^ v & msb8 }
+	return ((x-0x20*lsb8)&^x|zero(x^'"'*lsb8)|zero(x^'\\'*lsb8)|x)&msb8 != 0
+}
+
 // appendJSONText appends valid UTF-8 text as the inside of a JSON string.
 // Only '"', '\\' and control characters need escaping; U+2028/U+2029 are
 // escaped too, for JavaScript consumers.
 func appendJSONText(dst, s []byte) []byte {
 	start := 0
 	for i := 0; i < len(s); {
+		// Fast path: skip eight plain ASCII bytes at a time.
+		for i+8 <= len(s) && !needsEscape8(binary.LittleEndian.Uint64(s[i:])) {
+			i += 8
+		}
+		if i >= len(s) {
+			break
+		}
 		b := s[i]
 		if b >= 0x20 && b != '"' && b != '\\' && b < utf8.RuneSelf {
 			i++

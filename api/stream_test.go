@@ -1,0 +1,71 @@
+package api
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/sandbox-runtime/sandbox-runtime/ringbuf"
+)
+
+func TestNeedsEscape8(t *testing.T) {
+	for b := 0; b < 256; b++ {
+		for pos := 0; pos < 8; pos++ {
+			var w [8]byte
+			for i := range w {
+				w[i] = 'a'
+			}
+			w[pos] = byte(b)
+			want := b < 0x20 || b == '"' || b == '\\' || b >= 0x80
+			if got := needsEscape8(binary.LittleEndian.Uint64(w[:])); got != want {
+				t.Fatalf("byte %#x at %d: got %v; want %v", b, pos, got, want)
+			}
+		}
+	}
+}
+
+// FuzzAppendJSONText checks the hand-written escaper against encoding/json:
+// the output must decode to exactly the input.
+func FuzzAppendJSONText(f *testing.F) {
+	for _, s := range []string{"", "plain ascii text\n", "quote\" back\\slash", "\x00\x01\x1f\x7f", "héllo wörld €😀", "line\u2028sep\u2029", strings.Repeat("abcdefgh", 9) + "\t"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if !utf8.Valid(data) {
+			return
+		}
+		enc := append([]byte{'"'}, appendJSONText(nil, data)...)
+		enc = append(enc, '"')
+		var got string
+		if err := json.Unmarshal(enc, &got); err != nil {
+			t.Fatalf("escaped %q is not a JSON string: %v (%q)", data, err, enc)
+		}
+		if got != string(data) {
+			t.Fatalf("round trip: got %q; want %q", got, data)
+		}
+	})
+}
+
+func TestAppendOutputEvent(t *testing.T) {
+	for _, tc := range []struct {
+		data, want string
+	}{
+		{"hi\n", `{"type":"output","stream":"stdout","cursor":5,"data":"hi\n","next_cursor":8}`},
+		{"\xff\xfe", `{"type":"output","stream":"stdout","cursor":5,"data":"//4=","encoding":"base64","next_cursor":7}`},
+	} {
+		if got := string(appendOutputEvent(nil, ringbuf.Stdout, 5, []byte(tc.data))); got != tc.want {
+			t.Errorf("got %s; want %s", got, tc.want)
+		}
+	}
+}
+
+func BenchmarkAppendJSONText(b *testing.B) {
+	line := []byte(strings.Repeat("the quick brown fox jumps over the lazy dog 0123456789\n", 1200))
+	b.SetBytes(int64(len(line)))
+	var dst []byte
+	for b.Loop() {
+		dst = appendJSONText(dst[:0], line)
+	}
+}
