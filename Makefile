@@ -1,0 +1,55 @@
+# sandbox-runtime. `make test` is exactly what CI (.ci/run) calls.
+#
+#   make build                      bin/sandbox-runtime, version from git describe
+#   make run ARGS='--addr :9999'    go run the daemon (:8888; base dir /app, or . without /app)
+#   make test                       go test -race ./...  (unit + end-to-end)
+#   make bench BENCH_ARGS=...       Go benchmarks (BENCH_PKGS, BENCH_ARGS: see below)
+#   make lint                       gofmt check + go vet
+#   make reliability                the reliability suite (build tag "reliability")
+#   make clean
+
+GO      ?= go
+BIN     ?= bin/sandbox-runtime
+VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
+LDFLAGS := -X main.version=$(VERSION)
+
+# Extra arguments for the daemon under `make run`.
+ARGS ?=
+# Extra `go test` flags for `make test` (e.g. TEST_FLAGS='-v -count=1').
+# The timeout bounds a hung package well inside CI's budget.
+TEST_FLAGS ?= -timeout 8m
+# Benchmarks: packages and extra flags (e.g. BENCH_ARGS='-benchtime=3x -count=5').
+# The load tool (cmd/sandbox-bench) hooks in here as a further step of `bench`.
+BENCH_PKGS ?= ./ringbuf/ ./runtime/ ./api/
+BENCH_ARGS ?=
+# Extra flags for the load tool (cmd/sandbox-bench), e.g. BENCH_TOOL_ARGS=-quick.
+BENCH_TOOL_ARGS ?=
+# Reliability suite flags (e.g. RELIABILITY_ARGS='-short -timeout 8m').
+RELIABILITY_ARGS ?= -timeout 20m
+
+.PHONY: all build run test bench lint reliability clean
+
+all: lint test build
+
+build:
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/sandbox-runtime
+
+run:
+	$(GO) run -ldflags '$(LDFLAGS)' ./cmd/sandbox-runtime $(ARGS)
+
+test:
+	$(GO) test -race $(TEST_FLAGS) ./...
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime 1s -timeout 5m $(BENCH_ARGS) $(BENCH_PKGS)
+	$(GO) run ./cmd/sandbox-bench -deadline 120s $(BENCH_TOOL_ARGS)
+
+lint:
+	@out="$$(gofmt -l .)"; if [ -n "$$out" ]; then echo "gofmt -l: these files need gofmt:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+
+reliability:
+	$(GO) test -race -tags reliability -v $(RELIABILITY_ARGS) ./reliability/
+
+clean:
+	rm -rf bin/ dist/
