@@ -100,7 +100,14 @@ type wsFrame struct {
 	data []byte
 	// closeCode is the status of a close frame.
 	closeCode int
+	// pooled, when set, is the framePool buffer data lives in; the writer
+	// returns it after the write.
+	pooled *[]byte
 }
+
+// framePool recycles event frame buffers: a stream at full speed would
+// otherwise touch fresh memory for every 64 KiB frame.
+var framePool = sync.Pool{New: func() any { b := make([]byte, 0, maxEventData+512); return &b }}
 
 // frameError marks a wsFrame holding an error event.
 const frameError = -1
@@ -244,7 +251,8 @@ type attachSink struct {
 
 func (k *attachSink) event(obj []byte) error {
 	k.ended = bytes.HasPrefix(obj, []byte(`{"type":"end"`))
-	return k.a.enqueue(wsFrame{kind: websocket.TextMessage, data: bytes.Clone(obj)})
+	bp := framePool.Get().(*[]byte)
+	return k.a.enqueue(wsFrame{kind: websocket.TextMessage, data: append((*bp)[:0], obj...), pooled: bp})
 }
 
 func (k *attachSink) flush() error          { return nil }
@@ -312,7 +320,12 @@ func (a *attachment) writeLoop() {
 				if n, ok := frameNextCursor(f.data); ok {
 					next = n
 				}
-				if a.write(websocket.TextMessage, f.data) != nil {
+				err := a.write(websocket.TextMessage, f.data)
+				if f.pooled != nil {
+					*f.pooled = f.data[:0]
+					framePool.Put(f.pooled)
+				}
+				if err != nil {
 					return
 				}
 			case frameError:

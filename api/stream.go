@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/binary"
+	"math/bits"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 	"unicode/utf8"
@@ -36,6 +38,13 @@ type eventSink interface {
 	flush() error
 	// heartbeat is called after heartbeatEvery of silence.
 	heartbeat(nextCursor int64) error
+}
+
+// bufferedSink is a sink whose events can be encoded straight into its
+// buffer: commit takes buffer() with one JSON object appended.
+type bufferedSink interface {
+	buffer() []byte
+	commit(buf []byte) error
 }
 
 // streamOptions shapes one stream window.
@@ -97,8 +106,14 @@ func (s *Server) streamEvents(ctx context.Context, c *runtime.Command, o streamO
 				if n < len(data) {
 					n = runeBoundary(data, n)
 				}
-				line = appendOutputEvent(line[:0], r.Stream, r.Cursor+int64(len(r.Data)-len(data)), data[:n])
-				if err := sink.event(line); err != nil {
+				at := r.Cursor + int64(len(r.Data)-len(data))
+				if bs, ok := sink.(bufferedSink); ok { // encode in place: one copy less
+					err = bs.commit(appendOutputEvent(bs.buffer(), r.Stream, at, data[:n]))
+				} else {
+					line = appendOutputEvent(line[:0], r.Stream, at, data[:n])
+					err = sink.event(line)
+				}
+				if err != nil {
 					return err
 				}
 				data = data[n:]
@@ -185,9 +200,8 @@ func appendOutputEvent(dst []byte, stream ringbuf.Stream, cursor int64, data []b
 	dst = append(dst, `","cursor":`...)
 	dst = strconv.AppendInt(dst, cursor, 10)
 	dst = append(dst, `,"data":"`...)
-	if utf8.Valid(data) {
-		dst = appendJSONText(dst, data)
-		dst = append(dst, '"')
+	if text, ok := appendJSONText(dst, data); ok {
+		dst = append(text, '"')
 	} else {
 		dst = base64.StdEncoding.AppendEncode(dst, data)
 		dst = append(dst, `","encoding":"base64"`...)
@@ -204,41 +218,55 @@ const (
 	msb8 = 0x8080808080808080
 )
 
-// needsEscape8 reports whether any of the eight bytes in x is a control
-// character, '"', '\\' or not ASCII (SWAR: no per-byte branches).
-func needsEscape8(x uint64) bool {
+// escapeMask8 returns a mask whose lowest set bit is the high bit of the
+// first of the eight bytes of x (little-endian) that is a control character,
+// '"', '\\' or not ASCII; zero if there is none. Bits above the first may be
+// false positives (borrows), so only the lowest one is meaningful.
+func escapeMask8(x uint64) uint64 {
 	zero := func(v uint64) uint64 { return (v - lsb8) &^ v & msb8 }
-	return ((x-0x20*lsb8)&^x|zero(x^'"'*lsb8)|zero(x^'\\'*lsb8)|x)&msb8 != 0
+	return ((x-0x20*lsb8)&^x | zero(x^'"'*lsb8) | zero(x^'\\'*lsb8) | x) & msb8
 }
 
-// appendJSONText appends valid UTF-8 text as the inside of a JSON string.
+// needsEscape8 reports whether any of the eight bytes in x needs a look.
+func needsEscape8(x uint64) bool { return escapeMask8(x) != 0 }
+
+// appendJSONText appends UTF-8 text as the inside of a JSON string. If s
+// is not valid UTF-8 it returns dst unchanged and false.
 // Only '"', '\\' and control characters need escaping; U+2028/U+2029 are
-// escaped too, for JavaScript consumers.
-func appendJSONText(dst, s []byte) []byte {
-	start := 0
-	for i := 0; i < len(s); {
-		// Fast path: skip eight plain ASCII bytes at a time.
-		for i+8 <= len(s) && !needsEscape8(binary.LittleEndian.Uint64(s[i:])) {
+// escaped too, for JavaScript consumers. Plain ASCII is skipped eight bytes
+// at a time.
+func appendJSONText(dst, s []byte) ([]byte, bool) {
+	orig := len(dst)
+	dst = slices.Grow(dst, len(s)+len(s)/16+8)
+	start, i := 0, 0
+	for {
+		// Find the next byte that needs a look.
+		for i+8 <= len(s) {
+			if m := escapeMask8(binary.LittleEndian.Uint64(s[i:])); m != 0 {
+				i += bits.TrailingZeros64(m) >> 3
+				break
+			}
 			i += 8
 		}
+		for i < len(s) && s[i] >= 0x20 && s[i] != '"' && s[i] != '\\' && s[i] < utf8.RuneSelf {
+			i++
+		}
 		if i >= len(s) {
-			break
+			return append(dst, s[start:]...), true
 		}
 		b := s[i]
-		if b >= 0x20 && b != '"' && b != '\\' && b < utf8.RuneSelf {
-			i++
-			continue
-		}
 		if b >= utf8.RuneSelf {
-			if b == 0xe2 && i+2 < len(s) && s[i+1] == 0x80 && (s[i+2] == 0xa8 || s[i+2] == 0xa9) {
+			r, size := utf8.DecodeRune(s[i:])
+			if r == utf8.RuneError && size == 1 {
+				return dst[:orig], false
+			}
+			if r == '\u2028' || r == '\u2029' {
 				dst = append(dst, s[start:i]...)
 				dst = append(dst, `\u202`...)
-				dst = append(dst, hexDigits[s[i+2]&0xf])
-				i += 3
-				start = i
-				continue
+				dst = append(dst, hexDigits[r&0xf])
+				start = i + size
 			}
-			i++
+			i += size
 			continue
 		}
 		dst = append(dst, s[start:i]...)
@@ -257,7 +285,6 @@ func appendJSONText(dst, s []byte) []byte {
 		i++
 		start = i
 	}
-	return append(dst, s[start:]...)
 }
 
 // ndjsonSink writes events as lines of an HTTP response.
@@ -270,6 +297,16 @@ type ndjsonSink struct {
 func (n *ndjsonSink) event(obj []byte) error {
 	n.buf = append(n.buf, obj...)
 	n.buf = append(n.buf, '\n')
+	if len(n.buf) >= 256<<10 {
+		return n.flush()
+	}
+	return nil
+}
+
+func (n *ndjsonSink) buffer() []byte { return n.buf }
+
+func (n *ndjsonSink) commit(buf []byte) error {
+	n.buf = append(buf, '\n')
 	if len(n.buf) >= 256<<10 {
 		return n.flush()
 	}

@@ -33,10 +33,17 @@ func FuzzAppendJSONText(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		if !utf8.Valid(data) {
+		text, ok := appendJSONText([]byte("prefix"), data)
+		if ok != utf8.Valid(data) {
+			t.Fatalf("appendJSONText(%q) ok = %v; want %v", data, ok, !ok)
+		}
+		if !ok {
+			if string(text) != "prefix" {
+				t.Fatalf("invalid input changed dst: %q", text)
+			}
 			return
 		}
-		enc := append([]byte{'"'}, appendJSONText(nil, data)...)
+		enc := append([]byte{'"'}, text[len("prefix"):]...)
 		enc = append(enc, '"')
 		var got string
 		if err := json.Unmarshal(enc, &got); err != nil {
@@ -66,6 +73,6 @@ func BenchmarkAppendJSONText(b *testing.B) {
 	b.SetBytes(int64(len(line)))
 	var dst []byte
 	for b.Loop() {
-		dst = appendJSONText(dst[:0], line)
+		dst, _ = appendJSONText(dst[:0], line)
 	}
 }
