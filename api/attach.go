@@ -149,13 +149,8 @@ func (s *Server) attach(w http.ResponseWriter, r *http.Request) {
 		fail(w, q.err)
 		return
 	}
-	c, err := s.m.Get(r.PathValue("id"))
-	if err != nil {
-		fail(w, err)
-		return
-	}
-	if err := c.CheckCursor(cursor); err != nil {
-		fail(w, err)
+	c, ok := s.commandAt(w, r, cursor)
+	if !ok {
 		return
 	}
 	if !websocket.IsWebSocketUpgrade(r) {

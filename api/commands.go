@@ -169,16 +169,25 @@ func (s *Server) commandOutput(w http.ResponseWriter, r *http.Request) {
 		fail(w, q.err)
 		return
 	}
-	c, err := s.m.Get(r.PathValue("id"))
-	if err != nil {
-		fail(w, err)
-		return
-	}
-	if err := c.CheckCursor(cursor); err != nil {
-		fail(w, err)
+	c, ok := s.commandAt(w, r, cursor)
+	if !ok {
 		return
 	}
 	s.streamNDJSON(w, r, c, http.StatusOK, cursor, follow, secondsDur(window), nil)
+}
+
+// commandAt finds the command of the request's {id} and checks that cursor
+// is a place to read from; otherwise it answers the error and returns false.
+func (s *Server) commandAt(w http.ResponseWriter, r *http.Request, cursor int64) (*runtime.Command, bool) {
+	c, err := s.m.Get(r.PathValue("id"))
+	if err == nil {
+		err = c.CheckCursor(cursor)
+	}
+	if err != nil {
+		fail(w, err)
+		return nil, false
+	}
+	return c, true
 }
 
 // stdinBody is the body of POST /v1/commands/{id}/stdin and of a WebSocket

@@ -388,12 +388,12 @@ func FuzzOutputEvent(f *testing.F) {
 				t.Fatalf("runeBoundary split a character: %q[:%d]", data, b)
 			}
 		}
-		c := utf8Cut(data)
+		c := runtime.UTF8Prefix(data)
 		if c < 0 || c > len(data) || len(data)-c >= utf8.UTFMax {
-			t.Fatalf("utf8Cut(%q) = %d", data, c)
+			t.Fatalf("UTF8Prefix(%q) = %d", data, c)
 		}
 		if utf8.Valid(data) && c != len(data) {
-			t.Fatalf("utf8Cut cut valid text %q at %d", data, c)
+			t.Fatalf("UTF8Prefix cut valid text %q at %d", data, c)
 		}
 	})
 }

@@ -880,7 +880,9 @@ func specScenarioLimits(t *testing.T, doc *openapi3.T, token string) {
 	c.do(t, specReq{method: "POST", path: "/v1/commands", want: 201, json: yreq})
 	c.do(t, specReq{method: "GET", path: "/v1/commands/" + yid + "?wait=10", want: 200})
 	clock.Advance(time.Second)
-	c.do(t, specReq{method: "POST", path: "/v1/commands", want: 201, json: map[string]any{"argv": []string{"true"}}}) // evicts x
+	r = c.do(t, specReq{method: "POST", path: "/v1/commands", want: 201, json: map[string]any{"argv": []string{"true"}}}) // evicts x
+	// Let it finish: with one running slot the shutdown step below needs it free.
+	c.do(t, specReq{method: "GET", path: "/v1/commands/" + r.object(t)["command_id"].(string) + "?wait=10", want: 200})
 	for _, p := range []string{"/v1/commands/" + x, "/v1/commands/" + x + "/output"} {
 		r = c.do(t, specReq{method: "GET", path: p, want: 410})
 		if e := r.object(t)["error"].(map[string]any); e["code"] != "gone" || e["reason"] != "evicted" {

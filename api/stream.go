@@ -96,7 +96,7 @@ func (s *Server) streamEvents(ctx context.Context, c *runtime.Command, o streamO
 			// A read limit may cut a multi-byte character; send the complete
 			// part and read the rest again next time.
 			if i == len(recs)-1 && !res.Done && !utf8.Valid(data) {
-				if cut := utf8Cut(data); cut > 0 && cut < len(data) && utf8.Valid(data[:cut]) {
+				if cut := runtime.UTF8Prefix(data); cut > 0 && cut < len(data) && utf8.Valid(data[:cut]) {
 					data = data[:cut]
 					res.Next = r.Cursor + int64(cut)
 				}
@@ -176,20 +176,6 @@ func runeBoundary(data []byte, n int) int {
 		}
 	}
 	return n
-}
-
-// utf8Cut returns the length of the longest prefix of p that does not end
-// inside an incomplete multi-byte character.
-func utf8Cut(p []byte) int {
-	for i := len(p) - 1; i >= 0 && i >= len(p)-utf8.UTFMax+1; i-- {
-		if utf8.RuneStart(p[i]) {
-			if p[i] >= utf8.RuneSelf && !utf8.FullRune(p[i:]) {
-				return i
-			}
-			return len(p)
-		}
-	}
-	return len(p)
 }
 
 // appendOutputEvent appends an output event for data to dst: text when data

@@ -334,7 +334,7 @@ func (c *Command) pump(f *os.File, s ringbuf.Stream, wg *sync.WaitGroup) {
 		n, err := f.Read(buf[held:])
 		if n > 0 {
 			data := buf[:held+n]
-			cut := utf8Cut(data)
+			cut := UTF8Prefix(data)
 			c.ring.Append(s, data[:cut])
 			c.m.obs.OutputBytes(s == ringbuf.Stdout, cut)
 			held = copy(buf, data[cut:])
@@ -349,9 +349,10 @@ func (c *Command) pump(f *os.File, s ringbuf.Stream, wg *sync.WaitGroup) {
 	}
 }
 
-// utf8Cut returns the length of the longest prefix of p that does not end
-// inside a multi-byte UTF-8 character that could still be completed.
-func utf8Cut(p []byte) int {
+// UTF8Prefix returns the length of the longest prefix of p that does not
+// end inside a multi-byte UTF-8 character that could still be completed.
+// Invalid bytes are not held back.
+func UTF8Prefix(p []byte) int {
 	for i := len(p) - 1; i >= 0 && i >= len(p)-utf8.UTFMax+1; i-- {
 		if utf8.RuneStart(p[i]) {
 			if p[i] >= utf8.RuneSelf && !utf8.FullRune(p[i:]) {

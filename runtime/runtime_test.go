@@ -656,7 +656,7 @@ func TestConcurrentReaders(t *testing.T) {
 	}
 }
 
-func TestUTF8Cut(t *testing.T) {
+func TestUTF8Prefix(t *testing.T) {
 	euro := []byte("€") // e2 82 ac
 	for _, tc := range []struct {
 		in   []byte
@@ -671,8 +671,8 @@ func TestUTF8Cut(t *testing.T) {
 		{[]byte{}, 0},
 		{append([]byte("ab"), "😀"[:3]...), 2},
 	} {
-		if got := utf8Cut(tc.in); got != tc.want {
-			t.Errorf("utf8Cut(% x) = %d; want %d", tc.in, got, tc.want)
+		if got := UTF8Prefix(tc.in); got != tc.want {
+			t.Errorf("UTF8Prefix(% x) = %d; want %d", tc.in, got, tc.want)
 		}
 	}
 }
