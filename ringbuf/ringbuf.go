@@ -14,9 +14,10 @@
 // old output (it sees a gap), never stalls the writer.
 //
 // Memory is allocated lazily: a new Ring holds no buffer; the byte buffer starts
-// small and doubles up to maxBytes, and becomes a circular buffer once it is that
-// large, so a full ring appends without allocating. The record metadata is a
-// circular slice grown the same way up to maxRecords.
+// small (4 KiB) and, once outgrown, is replaced by one of maxBytes, a circular
+// buffer, so a full ring appends without allocating (the pages of a fresh large
+// allocation become resident only as output reaches them). The record metadata
+// is a circular slice that doubles up to maxRecords.
 //
 // # Concurrency
 //
@@ -102,7 +103,8 @@ var ErrCursorAhead = errors.New("ringbuf: cursor is beyond the end of the output
 // ErrNegativeCursor is returned by Read when the cursor is negative.
 var ErrNegativeCursor = errors.New("ringbuf: negative cursor")
 
-// Initial sizes of the lazily allocated buffers; both double up to their limit.
+// Initial sizes of the lazily allocated buffers: the byte buffer then jumps to
+// its limit, the record slice doubles up to its limit.
 const (
 	initialBytes   = 4 << 10
 	initialRecords = 16
@@ -150,7 +152,7 @@ type Ring struct {
 
 // New returns an empty ring that retains at most maxBytes bytes in at most
 // maxRecords records. It panics unless both are positive. No buffer is allocated
-// until the first Append; memory then grows geometrically up to maxBytes.
+// until the first Append; see the package doc for how memory grows.
 func New(maxBytes, maxRecords int) *Ring {
 	return newRing(maxBytes, maxRecords, initialBytes, initialRecords)
 }
@@ -257,12 +259,11 @@ func (r *Ring) growBytes(need int, from int64) {
 	if size == 0 {
 		size = r.initBytes
 	}
-	for size < need {
-		size *= 2
-	}
-	// Past a quarter of the cap, go straight to the cap: the remaining
-	// doublings would leave a ring's worth of garbage behind for the GC.
-	if size > r.maxBytes/4 {
+	// A command that outgrows the first small buffer gets the whole ring at
+	// once: doubling would leave a ring's worth of garbage per command for
+	// the GC, and the pages of a large fresh allocation only become resident
+	// as output reaches them.
+	if size < need {
 		size = r.maxBytes
 	}
 	nb := make([]byte, size)
