@@ -24,10 +24,11 @@ BENCH_PKGS ?= ./ringbuf/ ./runtime/ ./api/
 BENCH_ARGS ?=
 # Extra flags for the load tool (cmd/sandbox-bench), e.g. BENCH_TOOL_ARGS=-quick.
 BENCH_TOOL_ARGS ?=
-# Reliability suite flags (e.g. RELIABILITY_ARGS='-short -timeout 8m').
+# Reliability suite (build tag "reliability"; see reliability/doc.go): full run
+# ~2-3 min on 2 cores; CI runs it with RELIABILITY_ARGS='-short -timeout 8m'.
 RELIABILITY_ARGS ?= -timeout 20m
 
-.PHONY: all build run test bench lint reliability clean
+.PHONY: all build run test bench lint reliability reliability-race clean
 
 all: lint test build
 
@@ -49,7 +50,11 @@ lint:
 	$(GO) vet ./...
 
 reliability:
-	$(GO) test -race -tags reliability -v $(RELIABILITY_ARGS) ./reliability/
+	rm -f reliability-figures.txt
+	RELIABILITY_FIGURES=$(CURDIR)/reliability-figures.txt $(GO) test -tags reliability -count=1 -v $(RELIABILITY_ARGS) ./reliability/
+
+reliability-race:
+	RELIABILITY_RACE=1 $(GO) test -tags reliability -count=1 -v $(RELIABILITY_ARGS) ./reliability/
 
 clean:
 	rm -rf bin/ dist/

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"math"
 	"net/http"
 	"net/url"
+	"reflect"
 	"strconv"
 	"strings"
 )
@@ -33,6 +35,9 @@ func decodeJSON(r *http.Request, v any, allowEmpty bool) error {
 			return nil
 		}
 		return badRequest("the request body is empty; a JSON object is required")
+	}
+	if err := checkKeys(data, v); err != nil {
+		return err
 	}
 	dec := json.NewDecoder(strings.NewReader(string(data)))
 	dec.DisallowUnknownFields()
@@ -157,4 +162,46 @@ func (q *query) cursor(name string) int64 {
 		return 0
 	}
 	return n
+}
+
+// checkKeys refuses what encoding/json would quietly accept in a top-level
+// object decoded into the struct v points to: a key that matches a field only
+// case-insensitively ("ARGV") and a key given twice. Either would let a proxy
+// that checks the exact key see one request while the runtime runs another.
+// Anything that is not an object is left for the decoder to report.
+func checkKeys(data []byte, v any) error {
+	t := reflect.TypeOf(v)
+	if t == nil || t.Kind() != reflect.Pointer || t.Elem().Kind() != reflect.Struct {
+		return nil
+	}
+	names := map[string]bool{}
+	for f := range t.Elem().Fields() {
+		if name, _, _ := strings.Cut(f.Tag.Get("json"), ","); name != "" && name != "-" {
+			names[name] = true
+		}
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return nil
+	}
+	seen := map[string]bool{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil
+		}
+		key, _ := tok.(string)
+		switch {
+		case !names[key]:
+			return badRequest(fmt.Sprintf("unknown field %q", key))
+		case seen[key]:
+			return badRequest(fmt.Sprintf("field %q is given more than once", key))
+		}
+		seen[key] = true
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return nil
+		}
+	}
+	return nil
 }

@@ -74,6 +74,10 @@ func (s *Server) fileError(err error, rel string) error {
 		return &httpError{kind: errNoFile, msg: fmt.Sprintf("no such file or directory: %q", rel)}
 	case errors.Is(err, fs.ErrPermission):
 		return &httpError{kind: errForbidden, msg: fmt.Sprintf("permission denied: %q", rel)}
+	case errno == syscall.ENAMETOOLONG, errno == syscall.EINVAL:
+		return badRequest(fmt.Sprintf("invalid path %q: %v", rel, errno))
+	case errno == syscall.ENOTEMPTY, errno == syscall.EEXIST:
+		return &httpError{kind: errFileConflict, msg: fmt.Sprintf("%q changed while it was being removed: %v", rel, errno)}
 	}
 	s.log.Warn("file operation failed", zap.String("path", rel), zap.Error(err))
 	return err
@@ -279,6 +283,10 @@ func (s *Server) deleteFile(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rel := r.PathValue("path")
+	if strings.IndexByte(rel, 0) >= 0 {
+		fail(w, badRequest("the path contains a NUL byte"))
+		return
+	}
 	parentRel, name := pySplit(strings.TrimRight(rel, "/"))
 	if name == "" || name == "." || name == ".." {
 		fail(w, badRequest("the base directory cannot be deleted"))
@@ -299,7 +307,13 @@ func (s *Server) deleteFile(w http.ResponseWriter, r *http.Request) {
 	}
 	switch {
 	case fi.IsDir() && recursive:
-		err = os.RemoveAll(target)
+		// Something may be creating files below it meanwhile: try again a
+		// few times, then report the conflict (fileError: ENOTEMPTY → 409).
+		for range 3 {
+			if err = os.RemoveAll(target); errnoOf(err) != syscall.ENOTEMPTY {
+				break
+			}
+		}
 	default:
 		err = os.Remove(target)
 		if e := errnoOf(err); fi.IsDir() && (e == syscall.ENOTEMPTY || e == syscall.EEXIST) {

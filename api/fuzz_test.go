@@ -328,7 +328,7 @@ func FuzzQuery(f *testing.F) {
 // FuzzOutputEvent checks the encoder behind every output event: for any
 // bytes, the event is valid JSON that decodes back to exactly those bytes
 // (text when valid UTF-8, base64 otherwise), with consistent cursors; and
-// runeBoundary/utf8Cut never split a character of valid text.
+// runeBoundary/runtime.UTF8Prefix never split a character of valid text.
 func FuzzOutputEvent(f *testing.F) {
 	for _, s := range []string{"", "hello\n", "\x00\x01\x1f\x7f", "\"\\", "\u2028\u2029", "héllo wörld ✓ 🙂",
 		"\xff\xfe", "\xe2\x82", "a\xe2\x82\xacb", "\xf0\x9f\x99", "\xed\xa0\x80", "<>&"} {
@@ -774,4 +774,71 @@ func fzLongSegment(p string) bool {
 		}
 	}
 	return false
+}
+
+// fzLastCommand returns the last top-level "command" string of a JSON
+// object as encoding/json reads it (exact key), and whether there is one.
+func fzLastCommand(body []byte) (string, bool) {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return "", false
+	}
+	cmd, found := "", false
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return "", false
+		}
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return "", false
+		}
+		if tok == "command" {
+			var s string
+			if json.Unmarshal(v, &s) == nil {
+				cmd, found = s, true
+			} else {
+				found = false // a non-string command: coerced, not compared
+			}
+		}
+	}
+	return cmd, found
+}
+
+// FuzzLegacyExecuteBody fuzzes the body of legacy POST /execute, decoded by
+// the runtime's own Python-compatible JSON parser (parseExecuteBody): no
+// panic, refusals are 400 or 422 only, and on plain JSON objects it agrees
+// with encoding/json on the command (differential check).
+func FuzzLegacyExecuteBody(f *testing.F) {
+	for _, s := range []string{
+		`{"command":"echo hi"}`, `{"command":"a","command":"b"}`, `{"command":5}`, `{"command":1e400}`, `{"command":true}`,
+		`{"command":null}`, `{}`, `[["command","x"]]`, `["ab"]`, `{"command":"\ud800"}`, `{"command":"x"} x`, `{"command":NaN}`,
+		`{"command":"x",}`, "\xef\xbb\xbf{\"command\":\"bom\"}", "\xff\xfe{\x00}\x00", strings.Repeat("[", 1000) + strings.Repeat("]", 1000),
+		`{"command":` + strings.Repeat("9", 5000) + `}`, `{"command":"\u0000"}`, `{"Command":"x"}`, ``, ` `, `"x"`, `{"command":"x"`,
+	} {
+		f.Add(s, "application/json")
+	}
+	f.Add(`{"command":"x"}`, "text/plain")
+	f.Add(`{"command":"x"}`, "application/vnd.api+json; charset=utf-8")
+	f.Fuzz(func(t *testing.T, body, ctype string) {
+		cmd, fail := parseExecuteBody(ctype, []byte(body))
+		if fail != nil {
+			if fail.status != http.StatusBadRequest && fail.status != http.StatusUnprocessableEntity {
+				t.Fatalf("parseExecuteBody(%q) refused with %d", fzClip([]byte(body)), fail.status)
+			}
+			if _, err := json.Marshal(fail.detail); err != nil {
+				t.Fatalf("the refusal detail does not encode: %v", err)
+			}
+			return
+		}
+		if !legacyIsJSON(ctype) {
+			t.Fatalf("a %q body was accepted as JSON", ctype)
+		}
+		if !utf8.ValidString(body) || !json.Valid([]byte(body)) || strings.Contains(body, `\u`) {
+			return // Python-only inputs (BOM, UTF-16, NaN, pairs, surrogates): no reference to compare with
+		}
+		if want, ok := fzLastCommand([]byte(body)); ok && want != cmd {
+			t.Fatalf("body %q: parseExecuteBody's command %q; encoding/json reads %q", fzClip([]byte(body)), cmd, want)
+		}
+	})
 }

@@ -219,7 +219,10 @@ func (s *Server) middleware(mux *http.ServeMux) http.Handler {
 				return
 			}
 		}
-		if !isClean(p) {
+		if p == "/v1/files" {
+			// The base dir itself; ServeMux would redirect to "/v1/files/".
+			r.URL.Path, r.URL.RawPath = "/v1/files/", ""
+		} else if !isClean(p) {
 			s.notFound(rec, r)
 			return
 		}

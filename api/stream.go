@@ -15,8 +15,14 @@ import (
 	"github.com/sandbox-runtime/sandbox-runtime/runtime"
 )
 
-// maxEventData is the most output bytes one event carries.
-const maxEventData = 64 << 10
+// Stream sizes. A stream whose client stopped reading holds one read buffer
+// and one sink buffer until it is closed, so they are kept small: seven stuck
+// streams must stay within the flood bound (idle + 8 MiB).
+const (
+	maxEventData  = 32 << 10 // output bytes in one event
+	maxReadBytes  = 64 << 10 // output bytes copied out of the ring per read
+	sinkFlushSize = 64 << 10 // an NDJSON sink writes once it holds this much
+)
 
 // event is one line of the event stream (CONTRACT §4). Output events are
 // encoded by appendOutputEvent instead, which is much faster.
@@ -76,7 +82,7 @@ func (s *Server) streamEvents(ctx context.Context, c *runtime.Command, o streamO
 	}
 	for {
 		notify := c.Notify()
-		res, err := c.Read(cursor, maxEventData*4, buf[:0], recs[:0])
+		res, err := c.Read(cursor, maxReadBytes, buf[:0], recs[:0])
 		if err != nil {
 			return err
 		}
@@ -283,7 +289,7 @@ type ndjsonSink struct {
 func (n *ndjsonSink) event(obj []byte) error {
 	n.buf = append(n.buf, obj...)
 	n.buf = append(n.buf, '\n')
-	if len(n.buf) >= 256<<10 {
+	if len(n.buf) >= sinkFlushSize {
 		return n.flush()
 	}
 	return nil
@@ -293,7 +299,7 @@ func (n *ndjsonSink) buffer() []byte { return n.buf }
 
 func (n *ndjsonSink) commit(buf []byte) error {
 	n.buf = append(buf, '\n')
-	if len(n.buf) >= 256<<10 {
+	if len(n.buf) >= sinkFlushSize {
 		return n.flush()
 	}
 	return nil

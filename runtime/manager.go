@@ -122,9 +122,9 @@ func (m *Manager) Create(r CreateRequest) (Status, bool, error) {
 	} else {
 		id = uuid.NewString()
 	}
-	if m.running >= m.cfg.MaxRunning {
+	if running := m.running; running >= m.cfg.MaxRunning {
 		m.mu.Unlock()
-		return Status{}, false, errorf(ErrTooManyRunning, "%d managed commands are running (limit %d)", m.running, m.cfg.MaxRunning)
+		return Status{}, false, errorf(ErrTooManyRunning, "%d managed commands are running (limit %d)", running, m.cfg.MaxRunning)
 	}
 	now := m.cfg.Clock.Now()
 	c := &Command{
