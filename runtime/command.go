@@ -14,6 +14,11 @@ import (
 	"github.com/sandbox-runtime/sandbox-runtime/ringbuf"
 )
 
+// minPipeDrain is how long the pipes are read after the leader exits when
+// the kill grace is shorter: output the leader wrote just before exiting is
+// still in the pipe and must not be lost.
+const minPipeDrain = 100 * time.Millisecond
+
 // pumpBufSize is the read size of a pipe reader: the default pipe capacity.
 const pumpBufSize = 64 << 10
 
@@ -36,13 +41,14 @@ type Command struct {
 	startErr  error
 	proc      *procgroup.Process
 
-	endCh chan struct{} // closed when an early end is first requested (c.cause set)
+	endCh chan struct{} // closed when an early end is first requested (see requestEnd)
 	done  chan struct{} // closed after the final state is set and the ring closed
 
 	mu           sync.Mutex // guards the fields below
 	state        State
 	cause        cause
 	leaderExited bool
+	endRequested bool // endCh is closed
 	exit         procgroup.ExitStatus
 	createdAt    time.Time
 	startedAt    time.Time
@@ -209,15 +215,22 @@ func (c *Command) WriteStdin(data []byte, eof bool) (int, bool, error) {
 	return len(data), q.closed, nil
 }
 
-// requestEnd records why the command should end early and wakes the owner.
-// The first cause wins; a command whose leader already exited is left alone.
+// requestEnd asks the owner to signal the process group (SIGTERM, then
+// SIGKILL after the grace) and records why; the first request wins. While
+// the leader runs, the cause decides the final state. Once the leader has
+// exited on its own the state stays exited, but a kill or shutdown still
+// reaches what is left of the group during the pipe grace; a timeout then
+// does nothing (members are not signalled when the leader exits on its own).
 func (c *Command) requestEnd(why cause) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.state != StateRunning || c.leaderExited || c.cause != causeNone {
+	if c.state != StateRunning || c.endRequested || (c.leaderExited && why == causeTimeout) {
 		return
 	}
-	c.cause = why
+	c.endRequested = true
+	if !c.leaderExited {
+		c.cause = why
+	}
 	close(c.endCh)
 }
 
@@ -250,13 +263,11 @@ func (c *Command) run(p *procgroup.Process) {
 			c.mu.Lock()
 			c.leaderExited = true
 			c.mu.Unlock()
-			if c.m.cfg.KillGrace > 0 {
-				g := time.NewTimer(c.m.cfg.KillGrace)
-				defer g.Stop()
-				grace = g.C
-			} else {
-				grace = closedTimeC()
-			}
+			// Even with no grace, give the pumps a moment to drain what the
+			// leader wrote before it exited.
+			g := time.NewTimer(max(c.m.cfg.KillGrace, minPipeDrain))
+			defer g.Stop()
+			grace = g.C
 		case <-pipesDone:
 			pipesDone, pipesOpen = nil, false
 		case <-grace:
@@ -282,14 +293,14 @@ func (c *Command) run(p *procgroup.Process) {
 	pumps.Wait()
 	if terminated != nil {
 		<-terminated
+	} else {
+		// An end was requested but the process ended on its own before the
+		// owner signalled anything: it was not cancelled, timed out or terminated.
+		c.mu.Lock()
+		c.cause = causeNone
+		c.mu.Unlock()
 	}
 	c.finish(p.Exit())
-}
-
-func closedTimeC() <-chan time.Time {
-	ch := make(chan time.Time)
-	close(ch)
-	return ch
 }
 
 // finish sets the final state, closes the ring and then the done channel.

@@ -735,3 +735,45 @@ func TestNoLeaksAfter500Commands(t *testing.T) {
 		runtime.Gosched()
 	}
 }
+
+func TestZeroGraceKeepsOutput(t *testing.T) {
+	m := newManager(t, func(c *Config) { c.KillGrace = 0 })
+	for i := 0; i < 30; i++ {
+		c := mustCreate(t, m, CreateRequest{Argv: []string{"echo", "hi"}})
+		if st := waitDone(t, c); st.StdoutBytes != 3 || st.State != StateExited {
+			t.Fatalf("run %d with no kill grace: %s stdout_bytes %d; want exited 3", i, st.State, st.StdoutBytes)
+		}
+	}
+}
+
+func TestKillAfterLeaderExitReachesGroup(t *testing.T) {
+	m := newManager(t, func(c *Config) { c.KillGrace = 5 * time.Second })
+	// The leader exits at once; its background sleeper keeps the pipes open,
+	// so the command stays running for the pipe grace.
+	c := mustCreate(t, m, CreateRequest{Argv: []string{"sh", "-c", "sleep 600 & echo $!; exit 0"}})
+	bg, err := strconv.Atoi(readLine(t, c))
+	if err != nil {
+		t.Fatal(err)
+	}
+	leader := c.Status().PID
+	deadline := time.Now().Add(10 * time.Second)
+	for syscall.Kill(leader, 0) == nil { // until the leader is reaped
+		if time.Now().After(deadline) {
+			t.Fatal("leader did not exit")
+		}
+		runtime.Gosched()
+	}
+	st, err := c.Kill(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.State != StateExited || deref(st.ExitCode) != 0 {
+		t.Fatalf("got %s %d; want exited 0 (the leader ended on its own)", st.State, deref(st.ExitCode))
+	}
+	for syscall.Kill(bg, 0) == nil {
+		if time.Now().After(deadline) {
+			t.Fatalf("background member %d survived the kill", bg)
+		}
+		runtime.Gosched()
+	}
+}
