@@ -84,40 +84,18 @@ func DefaultConfig() Config {
 // withDefaults fills zero fields from DefaultConfig.
 func (c Config) withDefaults() Config {
 	d := DefaultConfig()
-	if c.MaxRunning == 0 {
-		c.MaxRunning = d.MaxRunning
-	}
-	if c.MaxRetained == 0 {
-		c.MaxRetained = d.MaxRetained
-	}
-	if c.OutputLimit == 0 {
-		c.OutputLimit = d.OutputLimit
-	}
-	if c.OutputRecords == 0 {
-		c.OutputRecords = d.OutputRecords
-	}
-	if c.ResultTTL == 0 {
-		c.ResultTTL = d.ResultTTL
-	}
-	if c.DefaultTimeout == 0 {
-		c.DefaultTimeout = d.DefaultTimeout
-	}
-	if c.MaxTimeout == 0 {
-		c.MaxTimeout = d.MaxTimeout
-	}
-	if c.DefaultTimeout > c.MaxTimeout {
-		// The cap wins: SANDBOX_EXEC_TIMEOUT_SECONDS=3 alone must not be refused.
-		c.DefaultTimeout = c.MaxTimeout
-	}
-	if c.StdinLimit == 0 {
-		c.StdinLimit = d.StdinLimit
-	}
-	if c.Tombstones == 0 {
-		c.Tombstones = d.Tombstones
-	}
-	if c.LegacyOutputLimit == 0 {
-		c.LegacyOutputLimit = d.LegacyOutputLimit
-	}
+	orDefault(&c.MaxRunning, d.MaxRunning)
+	orDefault(&c.MaxRetained, d.MaxRetained)
+	orDefault(&c.OutputLimit, d.OutputLimit)
+	orDefault(&c.OutputRecords, d.OutputRecords)
+	orDefault(&c.ResultTTL, d.ResultTTL)
+	orDefault(&c.DefaultTimeout, d.DefaultTimeout)
+	orDefault(&c.MaxTimeout, d.MaxTimeout)
+	orDefault(&c.StdinLimit, d.StdinLimit)
+	orDefault(&c.Tombstones, d.Tombstones)
+	orDefault(&c.LegacyOutputLimit, d.LegacyOutputLimit)
+	// The cap wins: SANDBOX_EXEC_TIMEOUT_SECONDS=3 alone must not be refused.
+	c.DefaultTimeout = min(c.DefaultTimeout, c.MaxTimeout)
 	if c.Clock == nil {
 		c.Clock = systemClock{}
 	}
@@ -128,6 +106,14 @@ func (c Config) withDefaults() Config {
 		c.Observer = nopObserver{}
 	}
 	return c
+}
+
+// orDefault sets *v to d when *v is the zero value.
+func orDefault[T comparable](v *T, d T) {
+	var zero T
+	if *v == zero {
+		*v = d
+	}
 }
 
 // Validate reports the first inconsistency in c (after defaults are applied).
