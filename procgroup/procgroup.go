@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -113,6 +114,27 @@ type Process struct {
 
 	done chan struct{} // closed by the Reaper once the leader has been reaped
 	exit ExitStatus    // written before done is closed
+
+	// reapMu is the Reaper's forkMu: a reap pass holds its write side from the
+	// wait4 that collects the leader until done is closed.
+	reapMu *sync.RWMutex
+}
+
+// Exited reports whether the Reaper has collected the leader's exit status.
+// Unlike a non-blocking receive on Done, it waits for a reap pass in progress,
+// so it is ordered after the kernel's reap: once kill(Pid, 0) fails with ESRCH
+// because the leader was reaped, Exited returns true.
+func (p *Process) Exited() bool {
+	if p.reapMu != nil {
+		p.reapMu.RLock()
+		defer p.reapMu.RUnlock()
+	}
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
 }
 
 // Done returns a channel closed once the leader has been reaped. If the Reaper is

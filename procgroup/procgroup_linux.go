@@ -311,7 +311,7 @@ func (r *Reaper) Start(spec Spec) (*Process, error) {
 	pid, err := syscall.ForkExec(path, spec.Argv, attr)
 	var p *Process
 	if err == nil {
-		p = &Process{Pid: pid, Stdin: stdin, Stdout: out[0], Stderr: out[1], done: make(chan struct{})}
+		p = &Process{Pid: pid, Stdin: stdin, Stdout: out[0], Stderr: out[1], done: make(chan struct{}), reapMu: &r.forkMu}
 		r.procsMu.Lock()
 		r.procs[pid] = p
 		r.procsMu.Unlock()

@@ -216,15 +216,27 @@ func (c *Command) WriteStdin(data []byte, eof bool) (int, bool, error) {
 }
 
 // requestEnd asks the owner to signal the process group (SIGTERM, then
-// SIGKILL after the grace) and records why; the first request wins. While
-// the leader runs, the cause decides the final state. Once the leader has
-// exited on its own the state stays exited, but a kill or shutdown still
-// reaches what is left of the group during the pipe grace; a timeout then
-// does nothing (members are not signalled when the leader exits on its own).
+// SIGKILL after the grace) and records why; the first request wins.
+//
+// The rule for the final state: it is a function of what happened, not of
+// which goroutine ran first. An end requested while the leader is alive
+// decides the final state (cancelled, timed_out, terminated). Once the Reaper
+// has collected the leader's exit status, the leader ended on its own and the
+// state is exited whatever arrives later: a kill or shutdown still reaches
+// what is left of the group during the pipe grace, a timeout does nothing
+// (members are not signalled when the leader exits on its own). "Collected"
+// is asked of the Reaper itself (Process.Exited, ordered after its wait4), not
+// of the owner goroutine, which may not have taken the exit in yet.
 func (c *Command) requestEnd(why cause) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.state != StateRunning || c.endRequested || (c.leaderExited && why == causeTimeout) {
+	if c.state != StateRunning || c.endRequested {
+		return
+	}
+	if !c.leaderExited && c.proc.Exited() {
+		c.leaderExited = true
+	}
+	if c.leaderExited && why == causeTimeout {
 		return
 	}
 	c.endRequested = true
