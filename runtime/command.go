@@ -2,6 +2,8 @@ package runtime
 
 import (
 	"context"
+	"errors"
+	"io"
 	"os"
 	"sync"
 	"syscall"
@@ -275,15 +277,16 @@ func (c *Command) run(p *procgroup.Process) {
 			c.mu.Lock()
 			c.leaderExited = true
 			c.mu.Unlock()
-			// Even with no grace, give the pumps a moment to drain what the
-			// leader wrote before it exited.
+			// Wait for EOF on both pipes for the grace (at least a moment);
+			// a background member may hold them open. Whatever is in the pipes
+			// when the grace ends is still collected (see below).
 			g := time.NewTimer(max(c.m.cfg.KillGrace, minPipeDrain))
 			defer g.Stop()
 			grace = g.C
 		case <-pipesDone:
 			pipesDone, pipesOpen = nil, false
 		case <-grace:
-			pipesOpen = false // stop collecting: a background child holds the pipes
+			grace = nil // stop collecting: a background child holds the pipes
 		case <-timeout.C:
 			c.requestEnd(causeTimeout)
 		case <-shutdown:
@@ -298,11 +301,18 @@ func (c *Command) run(p *procgroup.Process) {
 			}()
 		}
 	}
-	// Unblock the pumps if a background child still holds the pipes, then
-	// wait for them so that no Append happens after the ring is closed.
+	// If a background child still holds the pipes, stop the pumps: each takes
+	// what is already in its pipe (so nothing the leader wrote is lost, however
+	// late the pump was scheduled) and returns. Wait for them so that no Append
+	// happens after the ring is closed.
+	if pipesOpen {
+		now := time.Now()
+		p.Stdout.SetReadDeadline(now)
+		p.Stderr.SetReadDeadline(now)
+	}
+	pumps.Wait()
 	p.Stdout.Close()
 	p.Stderr.Close()
-	pumps.Wait()
 	if terminated != nil {
 		<-terminated
 	} else {
@@ -362,6 +372,11 @@ func (c *Command) pump(f *os.File, s ringbuf.Stream, wg *sync.WaitGroup) {
 			c.m.obs.OutputBytes(s == ringbuf.Stdout, cut)
 			held = copy(buf, data[cut:])
 		}
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			// The owner ended collection: take what the pipe already holds.
+			held = c.drain(f, s, buf, held)
+			err = io.EOF
+		}
 		if err != nil {
 			if held > 0 {
 				c.ring.Append(s, buf[:held])
@@ -370,6 +385,42 @@ func (c *Command) pump(f *os.File, s ringbuf.Stream, wg *sync.WaitGroup) {
 			return
 		}
 	}
+}
+
+// maxFinalDrain bounds the final drain of one pipe, so that a background
+// member writing without pause cannot keep the command from finishing.
+const maxFinalDrain = 1 << 20
+
+// drain appends what f holds right now (it never waits for more), at most
+// maxFinalDrain bytes, and returns the number of bytes still held back in buf
+// as in pump. f's read deadline has passed; drain clears it.
+func (c *Command) drain(f *os.File, s ringbuf.Stream, buf []byte, held int) int {
+	if f.SetReadDeadline(time.Time{}) != nil {
+		return held
+	}
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return held
+	}
+	_ = rc.Read(func(fd uintptr) bool {
+		for total := 0; total < maxFinalDrain; {
+			n, err := syscall.Read(int(fd), buf[held:])
+			if err == syscall.EINTR {
+				continue
+			}
+			if n <= 0 || err != nil {
+				return true // EAGAIN (empty), EOF or an error: done either way
+			}
+			total += n
+			data := buf[:held+n]
+			cut := UTF8Prefix(data)
+			c.ring.Append(s, data[:cut])
+			c.m.obs.OutputBytes(s == ringbuf.Stdout, cut)
+			held = copy(buf, data[cut:])
+		}
+		return true
+	})
+	return held
 }
 
 // UTF8Prefix returns the length of the longest prefix of p that does not

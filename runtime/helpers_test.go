@@ -55,6 +55,11 @@ func runHelper(name, arg string) int {
 		return 0
 	case "hang":
 		fmt.Println("ready")
+		if arg != "" { // a marker file: "ready" is in the pipe now
+			if err := os.WriteFile(arg, nil, 0o600); err != nil {
+				return 3
+			}
+		}
 		select {}
 	case "ignore-sigterm":
 		signal.Ignore(syscall.SIGTERM)
