@@ -2,7 +2,8 @@
 // pod and executes commands for the clients behind the identity broker
 // (CONTRACT.md). It serves the v1 API, the legacy API, files, health and
 // metrics on one port, reaps every child as PID 1 or as a child subreaper,
-// and shuts down gracefully on SIGTERM/SIGINT.
+// and shuts down gracefully on SIGTERM/SIGINT. Every other signal is logged
+// and otherwise ignored (signals.go).
 //
 // Configuration (flag, then environment variable, then default):
 //
@@ -67,6 +68,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "sandbox-runtime:", err)
 		os.Exit(2)
 	}
+	defer catchStraySignals(log)() // every other signal a command can send is logged, never fatal
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	if err := run(ctx, stop, cfg, log, nil); err != nil {
