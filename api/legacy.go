@@ -21,7 +21,6 @@ import (
 	"github.com/google/uuid"
 	"go.uber.org/zap"
 
-	"github.com/sandbox-runtime/sandbox-runtime/procgroup"
 	"github.com/sandbox-runtime/sandbox-runtime/pyrepr"
 	"github.com/sandbox-runtime/sandbox-runtime/runtime"
 	"github.com/sandbox-runtime/sandbox-runtime/shlex"
@@ -97,6 +96,12 @@ func execFailed(reason string) legacyExecResponse {
 // HeartbeatInterval while the command runs, then the JSON follows (leading
 // whitespace is valid JSON). Legacy clients retry on 5xx and on a read
 // timeout before the headers, which would run the command twice.
+//
+// At most MaxExecutions calls run at once (runtime.Manager.Execute): a call
+// beyond that gets the same 200 and heartbeats while it waits for a slot,
+// and runs when one frees; its timeout starts then. A call whose client
+// leaves while it waits never runs. The answer is encoded as it is written
+// (writeLegacyExecAnswer).
 func (s *Server) legacyExecute(w http.ResponseWriter, r *http.Request) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxJSONBody))
 	if err != nil {
@@ -143,7 +148,7 @@ func (s *Server) legacyExecute(w http.ResponseWriter, r *http.Request) {
 				done <- outcome{err: fmt.Errorf("internal error: %v", p)}
 			}
 		}()
-		res, err := s.m.Execute(argv, timeout)
+		res, err := s.m.Execute(r.Context(), argv, timeout)
 		done <- outcome{res, err}
 	}()
 
@@ -156,14 +161,25 @@ func (s *Server) legacyExecute(w http.ResponseWriter, r *http.Request) {
 	for {
 		select {
 		case o := <-done:
-			w.Write(marshal(legacyExecResult(argv, seconds, o.res, o.err)))
+			// The answer is encoded as it is written; the execution slot is
+			// held until it is out (or the client is cut for not reading).
+			err := writeLegacyExecAnswer(deadlineWriter{w, rc}, argv, seconds, &o.res, o.err)
+			o.res.Release()
+			if err == nil {
+				rc.SetWriteDeadline(time.Time{}) // the connection may serve another request
+			}
 			return
 		case <-heartbeat.C:
 			w.Write([]byte(" "))
 			rc.Flush()
 		case <-r.Context().Done():
-			// The command goes on (a disconnect never cancels); its result
-			// lands in the buffered channel and is dropped.
+			// The command goes on (a disconnect never cancels one that has
+			// started; a call still waiting for a slot never runs); its
+			// result is dropped and its slot given back.
+			go func() {
+				o := <-done
+				o.res.Release()
+			}()
 			return
 		}
 	}
@@ -188,51 +204,6 @@ func (s *Server) legacyTimeout(r *http.Request) (time.Duration, float64) {
 	return timeout, seconds
 }
 
-// legacyExecResult turns the outcome of Manager.Execute into the answer.
-func legacyExecResult(argv []string, seconds float64, res runtime.ExecResult, err error) legacyExecResponse {
-	var se *procgroup.StartError
-	switch {
-	case errors.As(err, &se):
-		return execFailed(pyrepr.OSError(se.Errno, se.Path))
-	case errors.Is(err, runtime.ErrShuttingDown):
-		return execFailed("the sandbox runtime is shutting down")
-	case err != nil:
-		return execFailed(err.Error())
-	case res.TimedOut:
-		// subprocess.TimeoutExpired: the output read so far is dropped.
-		return execFailed(fmt.Sprintf("Command '%s' timed out after %s seconds", pyrepr.List(argv), pyrepr.Float(seconds)))
-	}
-	out := legacyExecResponse{Stdout: legacyText(res.Stdout), Stderr: legacyText(res.Stderr), ExitCode: res.ExitCode}
-	var notes []string
-	if res.StdoutDropped > 0 {
-		notes = append(notes, fmt.Sprintf("[stdout truncated: %d bytes dropped]", res.StdoutDropped))
-	}
-	if res.StderrDropped > 0 {
-		notes = append(notes, fmt.Sprintf("[stderr truncated: %d bytes dropped]", res.StderrDropped))
-	}
-	if res.Terminated {
-		notes = append(notes, "[terminated: the sandbox runtime is shutting down]")
-	}
-	for _, n := range notes {
-		if out.Stderr != "" && !strings.HasSuffix(out.Stderr, "\n") {
-			out.Stderr += "\n"
-		}
-		out.Stderr += n + "\n"
-	}
-	return out
-}
-
-// legacyText decodes output like Python's text-mode pipes, except that
-// invalid UTF-8 becomes U+FFFD instead of failing the call (CONTRACT §5):
-// "\r\n" and "\r" become "\n".
-func legacyText(b []byte) string {
-	s := pyDecodeUTF8(b)
-	if strings.IndexByte(s, '\r') < 0 {
-		return s
-	}
-	return strings.ReplaceAll(strings.ReplaceAll(s, "\r\n", "\n"), "\r", "\n")
-}
-
 // parseExecuteBody does what FastAPI 0.92 with pydantic 1 did with the body
 // of POST /execute, and returns the command or the refusal.
 func parseExecuteBody(contentType string, body []byte) (string, *legacyFailure) {
@@ -255,34 +226,21 @@ func parseExecuteBody(contentType string, body []byte) (string, *legacyFailure) 
 		}
 		return "", &legacyFailure{status: http.StatusBadRequest, detail: legacyParseError}
 	}
-	var keys []*pyValue
-	var vals []*pyValue
+	// The parser has already reduced a top-level object or array to its
+	// last "command" (pyParser: the tree of a body is never built).
 	switch v.kind {
 	case 'z':
 		return "", validationFailure("field required", "value_error.missing", "body")
 	case 'o':
-		for i, k := range v.keys {
-			keys = append(keys, &pyValue{kind: 's', text: k})
-			vals = append(vals, v.vals[i])
-		}
 	case 'a':
 		// pydantic 1 tries dict(value): a list of pairs is a dict.
-		for _, e := range v.elems {
-			k, val, ok := e.pair()
-			if !ok {
-				return "", validationFailure("value is not a valid dict", "type_error.dict", "body")
-			}
-			keys, vals = append(keys, k), append(vals, val)
+		if v.notDict {
+			return "", validationFailure("value is not a valid dict", "type_error.dict", "body")
 		}
 	default:
 		return "", validationFailure("value is not a valid dict", "type_error.dict", "body")
 	}
-	var cmd *pyValue
-	for i, k := range keys {
-		if k.kind == 's' && k.text == "command" {
-			cmd = vals[i] // duplicate keys: the last one wins
-		}
-	}
+	cmd := v.command // duplicate keys: the last one wins
 	if cmd == nil {
 		return "", validationFailure("field required", "value_error.missing", "body", "command")
 	}
@@ -319,14 +277,20 @@ func legacyIsJSON(contentType string) bool {
 
 // ---- Python's json module ------------------------------------------------
 
-// pyValue is a JSON value as Python's json.loads sees it.
+// pyValue is a JSON value as Python's json.loads sees it, reduced to what
+// parseExecuteBody looks at (see pyParser): the body's tree is never built.
 type pyValue struct {
 	kind  byte // 'z' null, 'b' bool, 'i' int, 'f' float, 's' string, 'a' array, 'o' object
 	b     bool
-	text  string // 's': the string; 'i' and 'f': the number token or NaN/Infinity/-Infinity
-	elems []*pyValue
-	keys  []string // 'o': in order, duplicates kept
-	vals  []*pyValue
+	text  string     // 's': the string; 'i' and 'f': the number token or NaN/Infinity/-Infinity
+	n     int        // 'a': elements; 'o': keys, duplicates counted
+	elems []*pyValue // 'a' at depth 2: the first two elements; else none
+	keys  []string   // 'o' at depth 2: the first three distinct keys, in order; else none
+	// At depth 1 (the body itself): the value of the last "command" key (an
+	// object), or of the last pair whose key is "command" (an array); and
+	// whether an element of the array is not a pair.
+	command *pyValue
+	notDict bool
 }
 
 // pyStr is str() of a number.
@@ -355,7 +319,7 @@ func (v *pyValue) pair() (k, val *pyValue, ok bool) {
 	hashable := func(x *pyValue) bool { return x.kind != 'a' && x.kind != 'o' }
 	switch v.kind {
 	case 'a':
-		if len(v.elems) == 2 && hashable(v.elems[0]) {
+		if v.n == 2 && hashable(v.elems[0]) {
 			return v.elems[0], v.elems[1], true
 		}
 	case 's':
@@ -363,14 +327,8 @@ func (v *pyValue) pair() (k, val *pyValue, ok bool) {
 			return &pyValue{kind: 's', text: string(r[0])}, &pyValue{kind: 's', text: string(r[1])}, true
 		}
 	case 'o':
-		var uniq []string
-		for _, k := range v.keys {
-			if !pyContains(uniq, k) {
-				uniq = append(uniq, k)
-			}
-		}
-		if len(uniq) == 2 {
-			return &pyValue{kind: 's', text: uniq[0]}, &pyValue{kind: 's', text: uniq[1]}, true
+		if len(v.keys) == 2 { // the distinct keys, when there are at most three
+			return &pyValue{kind: 's', text: v.keys[0]}, &pyValue{kind: 's', text: v.keys[1]}, true
 		}
 	}
 	return nil, nil, false
@@ -526,9 +484,16 @@ func pyParseJSON(doc []rune) (*pyValue, error) {
 	return v, nil
 }
 
+// pyParser is the scanner. It keeps only what parseExecuteBody needs, so
+// that what a body costs is its text, whatever its shape (a 1 MiB array of
+// 350,000 empty arrays is no more than 1 MiB of anything else): at depth 1
+// (the body) an object keeps its last "command" value and an array is
+// reduced to pairs as it is read; at depth 2 an array keeps its first two
+// elements and an object its first three distinct keys; deeper composites
+// keep only their kind. Syntax errors are found and placed as before.
 type pyParser struct {
 	s     []rune
-	depth int
+	depth int // of the composite being read: 1 for the body itself
 }
 
 func (p *pyParser) ws(i int) int {
@@ -750,7 +715,17 @@ func (p *pyParser) object(idx int) (*pyValue, int, error) {
 			if err != nil {
 				return nil, 0, err
 			}
-			v.keys, v.vals = append(v.keys, key), append(v.vals, val)
+			v.n++
+			switch p.depth {
+			case 1:
+				if key == "command" {
+					v.command = val
+				}
+			case 2:
+				if len(v.keys) < 3 && !pyContains(v.keys, key) {
+					v.keys = append(v.keys, key)
+				}
+			}
 			if idx = p.ws(next); idx < len(s) && s[idx] == '}' {
 				break
 			}
@@ -772,7 +747,19 @@ func (p *pyParser) array(idx int) (*pyValue, int, error) {
 			if err != nil {
 				return nil, 0, err
 			}
-			v.elems = append(v.elems, val)
+			v.n++
+			switch p.depth {
+			case 1:
+				if k, pv, ok := val.pair(); !ok {
+					v.notDict = true
+				} else if k.kind == 's' && k.text == "command" {
+					v.command = pv
+				}
+			case 2:
+				if len(v.elems) < 2 {
+					v.elems = append(v.elems, val)
+				}
+			}
 			if idx = p.ws(next); idx < len(s) && s[idx] == ']' {
 				break
 			}

@@ -103,32 +103,6 @@ func newRand(t testing.TB) *rand.Rand {
 	return rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 }
 
-// strict makes known, reported defects fail (RELIABILITY_STRICT=1).
-var strict = os.Getenv("RELIABILITY_STRICT") == "1"
-
-// knownIssue reports a reported, not yet fixed defect seen inside a larger
-// test: an error under RELIABILITY_STRICT=1, else a log line prefixed
-// "KNOWN BUG:" so that the rest of the test still counts.
-func knownIssue(t testing.TB, msg string) {
-	t.Helper()
-	if strict {
-		t.Errorf("KNOWN BUG (strict): %s", msg)
-		return
-	}
-	t.Logf("KNOWN BUG: %s", msg)
-}
-
-// knownBug ends a test that reproduces a reported, not yet fixed defect:
-// it fails under RELIABILITY_STRICT=1 and is skipped with "BUG:" otherwise.
-// Call it after every other check of the test has run.
-func knownBug(t testing.TB, msg string) {
-	t.Helper()
-	if strict {
-		t.Fatalf("BUG (strict): %s", msg)
-	}
-	t.Skipf("BUG: %s", msg)
-}
-
 // ---------------------------------------------------------------- polling
 
 // poll calls cond every interval until it reports true or timeout passes,
@@ -944,7 +918,7 @@ func (d *daemon) assertCleanLogs() {
 	traces := strings.Join(d.logs.traces, "\n")
 	d.logs.mu.Unlock()
 	if n > 0 && n == knownRaces(traces) {
-		knownIssue(d.t, fmt.Sprintf("%d data race report(s) on Manager.running (Create's 429 message reads it after the unlock; see TestRegressions/running-count-race)", n))
+		d.t.Errorf("%d data race report(s) on Manager.running (Create's 429 message reads it after the unlock; see TestRegressions/running-count-race)", n)
 	} else if n > 0 {
 		d.t.Errorf("the daemon logged %d error/panic lines; first:\n%s\n%s", n, strings.Join(lines, "\n"), traces)
 	}

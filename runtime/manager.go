@@ -29,6 +29,7 @@ type Manager struct {
 	stopJanitor chan struct{}
 	janitorDone chan struct{}
 	wg          sync.WaitGroup // owner goroutines and legacy runs
+	execSlots   chan struct{}  // one token per legacy execution in flight (cfg.MaxExecutions)
 
 	mu        sync.Mutex // guards the fields below
 	cmds      map[string]*Command
@@ -56,6 +57,7 @@ func New(cfg Config, reaper *procgroup.Reaper) (*Manager, error) {
 		shutdownCh:  make(chan struct{}),
 		stopJanitor: make(chan struct{}),
 		janitorDone: make(chan struct{}),
+		execSlots:   make(chan struct{}, cfg.MaxExecutions),
 		cmds:        map[string]*Command{},
 		tombs:       map[string]GoneReason{},
 	}

@@ -14,6 +14,7 @@
 //	--max-retained                SANDBOX_MAX_RETAINED                64
 //	--output-limit-bytes          SANDBOX_OUTPUT_LIMIT_BYTES          1048576
 //	--execute-output-limit-bytes  SANDBOX_EXECUTE_OUTPUT_LIMIT_BYTES  8388608
+//	--max-executions              SANDBOX_MAX_EXECUTIONS              8
 //	--stdin-limit-bytes           SANDBOX_STDIN_LIMIT_BYTES           1048576
 //	--result-ttl-seconds          SANDBOX_RESULT_TTL_SECONDS          900
 //	--default-timeout-seconds     SANDBOX_DEFAULT_TIMEOUT_SECONDS     60
