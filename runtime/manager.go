@@ -131,7 +131,7 @@ func (m *Manager) Create(r CreateRequest) (Status, bool, error) {
 	now := m.cfg.Clock.Now()
 	c := &Command{
 		id:        id,
-		spec:      s,
+		spec:      s.retained(), // the envs map is for the start below only
 		m:         m,
 		log:       m.log.With(zap.String("command_id", id)),
 		ring:      ringbuf.New(m.cfg.OutputLimit, m.cfg.OutputRecords),
