@@ -148,6 +148,9 @@ type daemon struct {
 type daemonConfig struct {
 	env   map[string]string // SANDBOX_* settings; SANDBOX_RUNTIME_ADDR and SANDBOX_BASE_DIR are set unless given
 	pidNS bool              // run under `unshare --pid --fork --mount-proc` (PID 1 of a new namespace)
+	// prefix runs the daemon under a command that execs it in place (e.g.
+	// prlimit --nofile=N:N), so that its pid stays the daemon's.
+	prefix []string
 }
 
 // startDaemon starts the daemon on 127.0.0.1:0 and waits for its
@@ -170,6 +173,9 @@ func startDaemon(t testing.TB, cfg daemonConfig) *daemon {
 		cmd = exec.Command("unshare", "--pid", "--fork", "--mount-proc", binPath)
 	} else {
 		cmd = exec.Command(binPath)
+	}
+	if len(cfg.prefix) > 0 {
+		cmd = exec.Command(cfg.prefix[0], append(cfg.prefix[1:], cmd.Args...)...)
 	}
 	cmd.Env = os.Environ()
 	for k, v := range env {
@@ -871,6 +877,7 @@ func (w *logWatch) add(line string) {
 		strings.Contains(line, `"level":"panic"`), strings.Contains(line, `"level":"fatal"`),
 		strings.HasPrefix(line, "panic:"), strings.HasPrefix(line, "fatal error:"),
 		strings.Contains(line, "handler panic"), strings.HasPrefix(line, "goroutine "),
+		strings.Contains(line, "http: panic serving"),
 		strings.HasPrefix(line, "WARNING: DATA RACE"):
 		w.nbad++
 		if len(w.bad) < 20 {

@@ -70,6 +70,7 @@ func main() {
 		os.Exit(2)
 	}
 	defer catchStraySignals(log)() // every other signal a command can send is logged, never fatal
+	raiseFDLimit(log)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	if err := run(ctx, stop, cfg, log, nil); err != nil {
