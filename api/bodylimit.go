@@ -59,15 +59,20 @@ func fdSoftLimit() uint64 {
 	return lim.Cur
 }
 
-// bodyGate counts the requests reading a body.
+// bodyGate counts the requests reading a body. Its settings are fixed at
+// creation (the constants above; tests shorten them).
 type bodyGate struct {
-	max      int64
-	inFlight atomic.Int64
-	refused  atomic.Int64
-	cut      atomic.Int64
+	max         int64
+	grace, idle time.Duration
+	minRate     float64 // bytes per second
+	inFlight    atomic.Int64
+	refused     atomic.Int64
+	cut         atomic.Int64
 }
 
-func newBodyGate() *bodyGate { return &bodyGate{max: maxBodiesFor(fdSoftLimit())} }
+func newBodyGate() *bodyGate {
+	return &bodyGate{max: maxBodiesFor(fdSoftLimit()), grace: bodyGrace, idle: bodyIdle, minRate: bodyMinRate}
+}
 
 // hasBody reports whether r comes with a body to read.
 func hasBody(r *http.Request) bool {
@@ -102,11 +107,19 @@ func (g *bodyGate) admit(w http.ResponseWriter, r *http.Request) (_ *http.Reques
 	r2.Body = pb
 	return r2, func() {
 		g.inFlight.Add(-1)
-		if pb.err == nil {
-			rc.SetReadDeadline(time.Time{}) // the next request on the connection has its own
+		switch {
+		case pb.done:
+			// Read to the end: the deadline was cleared then.
+		case pb.err != nil:
+			// A cut body keeps its expired deadline: net/http's drain of the
+			// rest fails at once and the connection is closed after the answer.
+		default:
+			// The handler left some of the body unread (it answered without
+			// reading, say a 405). net/http drains up to 256 KiB of it before
+			// it sends the answer; that drain gets the progress rule too, or a
+			// client that trickles would hold the connection forever.
+			pb.setDeadline(time.Now())
 		}
-		// A cut body keeps its expired deadline: net/http's drain of the
-		// rest fails at once and the connection is closed after the answer.
 	}, true
 }
 
@@ -120,35 +133,43 @@ type progressBody struct {
 	gate  *bodyGate
 	start time.Time
 	got   int64
-	err   error
+	err   error // the cut, once it happened
+	done  bool  // read to the end (or to another error)
+}
+
+// setDeadline sets the read deadline the progress rule gives at now, and
+// reports whether the connection supports deadlines.
+func (b *progressBody) setDeadline(now time.Time) bool {
+	if b.start.IsZero() {
+		b.start = now
+	}
+	g := b.gate
+	due := b.start.Add(max(g.grace, time.Duration(float64(b.got)/g.minRate*float64(time.Second))))
+	if idle := now.Add(g.idle); idle.Before(due) {
+		due = idle
+	}
+	return b.rc.SetReadDeadline(due) == nil
 }
 
 func (b *progressBody) Read(p []byte) (int, error) {
 	if b.err != nil {
 		return 0, b.err
 	}
-	now := time.Now()
-	if b.start.IsZero() {
-		b.start = now
-	}
-	due := b.start.Add(max(bodyGrace, time.Duration(float64(b.got)/bodyMinRate*float64(time.Second))))
-	if idle := now.Add(bodyIdle); idle.Before(due) {
-		due = idle
-	}
-	if err := b.rc.SetReadDeadline(due); err != nil {
+	if !b.setDeadline(time.Now()) {
 		return b.r.Read(p) // not a real connection (a test recorder): no deadline
 	}
 	n, err := b.r.Read(p)
 	b.got += int64(n)
 	if isTimeout(err) {
 		b.gate.cut.Add(1)
-		b.err = fmt.Errorf("%w: %d bytes in %v; a body must average %d bytes/s after %v and never pause %v",
-			errBodyTooSlow, b.got, time.Since(b.start).Round(time.Millisecond), bodyMinRate, bodyGrace, bodyIdle)
+		b.err = fmt.Errorf("%w: %d bytes in %v; a body must average %.0f bytes/s after %v and never pause %v",
+			errBodyTooSlow, b.got, time.Since(b.start).Round(time.Millisecond), b.gate.minRate, b.gate.grace, b.gate.idle)
 		return n, b.err
 	}
 	if err != nil {
 		// Done with the body: a deadline left on the connection would fire in
 		// net/http's background read and cancel a long handler (a stream).
+		b.done = true
 		b.rc.SetReadDeadline(time.Time{})
 	}
 	return n, err
