@@ -27,7 +27,23 @@ func TestPID1Signals(t *testing.T) {
 	if out, err := exec.Command("unshare", "--pid", "--fork", "--mount-proc", "true").CombinedOutput(); err != nil {
 		t.Skipf("SKIP: cannot create a PID namespace here (unshare --pid --fork --mount-proc needs CAP_SYS_ADMIN): %v %s", err, out)
 	}
-	d := startDaemon(t, daemonConfig{pidNS: true})
+	signalsTest(t, true)
+}
+
+// TestChildSignals is TestPID1Signals for a daemon that is not PID 1 (a
+// container with an init in front, or a daemon started by hand): the
+// commands signal their parent, `kill -N $PPID`. The kernel protects
+// nothing here, so only the signals a process can catch are sent: not
+// KILL, STOP, nor 32-34, which the Go runtime reserves (as PID 1 the kernel
+// drops those).
+func TestChildSignals(t *testing.T) { signalsTest(t, false) }
+
+func signalsTest(t *testing.T, pid1 bool) {
+	d := startDaemon(t, daemonConfig{pidNS: pid1})
+	target := "1"
+	if !pid1 {
+		target = "$PPID"
+	}
 
 	// A long command whose stream stays open through every signal.
 	long := d.mustCreate(map[string]any{"argv": []string{"sh", "-c", "i=0; while :; do i=$((i+1)); echo tick $i; sleep 0.2; done"}, "timeout": 120})
@@ -51,7 +67,8 @@ func TestPID1Signals(t *testing.T) {
 
 	var sigs []int
 	for n := 1; n <= 64; n++ {
-		if n != int(syscall.SIGTERM) && n != int(syscall.SIGINT) {
+		uncatchable := n == int(syscall.SIGKILL) || n == int(syscall.SIGSTOP) || n >= 32 && n <= 34
+		if n != int(syscall.SIGTERM) && n != int(syscall.SIGINT) && (pid1 || !uncatchable) {
 			sigs = append(sigs, n)
 		}
 	}
@@ -59,10 +76,10 @@ func TestPID1Signals(t *testing.T) {
 		int(syscall.SIGCONT): true, int(syscall.SIGCHLD): true, int(syscall.SIGURG): true, int(syscall.SIGWINCH): true, int(syscall.SIGPROF): true, 32: true, 33: true, 34: true}
 	var survived, logged int
 	for _, n := range sigs {
-		st := d.mustCreate(map[string]any{"argv": []string{"sh", "-c", `kill -s "$0" 1 2>&1 || kill -"$0" 1`, fmt.Sprint(n)}})
+		st := d.mustCreate(map[string]any{"argv": []string{"sh", "-c", `kill -s "$0" ` + target + ` 2>&1 || kill -"$0" ` + target, fmt.Sprint(n)}})
 		fin, err := d.waitFinished(st.CommandID, 20*time.Second)
 		if err != nil || !d.alive() {
-			t.Fatalf("kill -%d 1 (%s): the daemon is gone: %v %v\n%s", n, syscall.Signal(n), err, d.waitErr, d.logs.tailText())
+			t.Fatalf("kill -%d %s (%s): the daemon is gone: %v %v\n%s", n, target, syscall.Signal(n), err, d.waitErr, d.logs.tailText())
 		}
 		if fin.State != "exited" || fin.exitCode() != 0 {
 			t.Errorf("kill -%d 1: the command ended %s (exit %d)", n, fin.State, fin.exitCode())
@@ -102,7 +119,7 @@ func TestPID1Signals(t *testing.T) {
 	if !strings.Contains(out.String(), "SigIgn:\t"+wantIgn+"\n") || !strings.Contains(out.String(), "SigBlk:\t0000000000000000\n") {
 		t.Errorf("a command's signal dispositions: %q; want SigIgn %s (what the daemon inherited) and nothing blocked", out.String(), wantIgn)
 	}
-	if !strings.Contains(out.String(), "pid1=sandbox-runtime") {
+	if pid1 && !strings.Contains(out.String(), "pid1=sandbox-runtime") {
 		t.Errorf("PID 1 of the namespace is no longer the daemon: %q", out.String())
 	}
 
@@ -129,8 +146,8 @@ func TestPID1Signals(t *testing.T) {
 	}
 
 	code, took, err := d.stop(30 * time.Second)
-	figure(t, "pid1 signals: %d signals sent to PID 1 by commands, daemon survived %d, %d logged as ignored; then SIGTERM -> exit %d in %v",
-		len(sigs), survived, logged, code, took.Round(time.Millisecond))
+	figure(t, "signals (pid 1: %v): %d signals sent to the daemon (kill -N %s) by commands, daemon survived %d, %d logged as ignored; then SIGTERM -> exit %d in %v",
+		pid1, len(sigs), target, survived, logged, code, took.Round(time.Millisecond))
 	if err != nil || code != 0 {
 		t.Errorf("stop: exit %d, %v", code, err)
 	}
