@@ -165,7 +165,7 @@ func (s *Server) legacyExecute(w http.ResponseWriter, r *http.Request) {
 		case o := <-done:
 			// The answer is encoded as it is written; the execution slot is
 			// held until it is out (or the client is cut for not reading).
-			err := writeLegacyExecAnswer(deadlineWriter{w, rc}, argv, seconds, &o.res, o.err)
+			err := writeLegacyExecAnswer(newDeadlineWriter(w, rc), argv, seconds, &o.res, o.err)
 			o.res.Release()
 			if err == nil {
 				rc.SetWriteDeadline(time.Time{}) // the connection may serve another request

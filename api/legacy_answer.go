@@ -29,6 +29,13 @@ const (
 	// client that does not read; then the connection is cut and the
 	// execution slot freed.
 	answerWriteTimeout = 30 * time.Second
+	// answerGrace and answerMinRate: after answerGrace, the client must
+	// have read the answer at answerMinRate on average, or it is cut: a
+	// client reading a little every 29 s must not hold a slot for hours
+	// (the largest answer, ~100 MB of escaped control bytes, takes at most
+	// about 7 minutes at this rate).
+	answerGrace   = 10 * time.Second
+	answerMinRate = 256 << 10 // bytes per second
 )
 
 // legacyExecFailure is the answer when the outcome is not an output (the
@@ -91,17 +98,32 @@ func writeLegacyExecAnswer(w io.Writer, argv []string, seconds float64, res *run
 	return bw.Flush()
 }
 
-// deadlineWriter gives every write of an answer its own deadline
-// (answerWriteTimeout), so a client that stops reading is cut rather than
-// holding the answer's memory and its execution slot forever.
+// deadlineWriter gives every write of an answer a deadline: at most
+// answerWriteTimeout away, and no later than the moment the client would
+// fall below answerMinRate (never before answerGrace). A client that stops
+// reading, or reads too slowly, is cut rather than holding the answer's
+// memory and its execution slot.
 type deadlineWriter struct {
-	w  http.ResponseWriter
-	rc *http.ResponseController
+	w       http.ResponseWriter
+	rc      *http.ResponseController
+	start   time.Time
+	written int64
 }
 
-func (d deadlineWriter) Write(p []byte) (int, error) {
-	d.rc.SetWriteDeadline(time.Now().Add(answerWriteTimeout)) // unsupported (a recorder): no deadline
-	return d.w.Write(p)
+func newDeadlineWriter(w http.ResponseWriter, rc *http.ResponseController) *deadlineWriter {
+	return &deadlineWriter{w: w, rc: rc, start: time.Now()}
+}
+
+func (d *deadlineWriter) Write(p []byte) (int, error) {
+	now := time.Now()
+	due := d.start.Add(max(answerGrace, time.Duration(float64(d.written+int64(len(p)))/answerMinRate*float64(time.Second))))
+	if limit := now.Add(answerWriteTimeout); limit.Before(due) {
+		due = limit
+	}
+	d.rc.SetWriteDeadline(due) // unsupported (a recorder): no deadline
+	n, err := d.w.Write(p)
+	d.written += int64(n)
+	return n, err
 }
 
 // legacyTextEncoder decodes output like Python's text-mode pipes and

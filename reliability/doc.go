@@ -28,6 +28,8 @@
 //   - TestExecuteMemory: 12 concurrent /execute writing 100 MB / 16 MB of
 //      to each stream (cap 8 MiB / 2 MiB): VmHWM <= idle + 8 × 2 × cap +
 //     32 MiB, at most 8 running at once, every answer exact.
+//   - TestExecuteNonReader: a client that never reads its 48 MiB answer is
+//     cut (256 KiB/s after 10 s), freeing the only slot for the next call.
 //   - TestRetainedEnvsMemory: 64 retained handles with ~1 MiB of envs each:
 //     VmHWM <= idle + 128 MiB; re-posts still compare (200 / 409).
 //   - TestExecuteBodyMemory: 8 concurrent 1 MiB bodies [[],[],…]: all 422,

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"strconv"
@@ -276,6 +277,46 @@ func TestExecuteBodyMemory(t *testing.T) {
 	errs.report(t, "wrong answers")
 	if peak-idle > bound && !raceDaemon {
 		t.Errorf("peak RSS idle + %d KiB; bound idle + %d KiB (8 MiB per body + 32 MiB)", peak-idle, bound)
+	}
+	d.assertCleanLogs()
+}
+
+// TestExecuteNonReader: a client that never reads its /execute answer is
+// cut once it falls behind the answer's minimum rate (256 KiB/s after
+// 10 s), which frees its execution slot: with one slot, the next call
+// completes, and the first connection ends without the whole answer.
+// Today's main blocks in that write forever, holding the answer's memory.
+func TestExecuteNonReader(t *testing.T) {
+	const limit = 8 << 20
+	d := startDaemon(t, daemonConfig{env: map[string]string{
+		"SANDBOX_EXECUTE_OUTPUT_LIMIT_BYTES": strconv.Itoa(limit),
+		"SANDBOX_MAX_EXECUTIONS":             "1",
+	}})
+	c, err := net.Dial("tcp", d.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	body := `{"command":"sh -c \"head -c 8388608 /dev/zero | tr '\\\\0' '\\\\1'\""}`
+	fmt.Fprintf(c, "POST /execute HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+	// The answer is ~48 MiB of JSON (\u0001 per byte); this client reads
+	// none of it. The next call needs the only slot.
+	start := time.Now()
+	code, data, _, err := d.callTimeout("POST", "/execute", map[string]any{"command": "echo next"}, 90*time.Second)
+	waited := time.Since(start)
+	if err != nil || code != http.StatusOK || !strings.Contains(string(data), `"stdout":"next\n"`) {
+		t.Fatalf("the call after a non-reader: %d %s %v after %v; want 200 with next", code, truncate(string(data), 200), err, waited)
+	}
+	// Now read what the non-reader was sent: not the whole answer.
+	c.SetReadDeadline(time.Now().Add(60 * time.Second))
+	n, rerr := io.Copy(io.Discard, c)
+	figure(t, "execute non-reader: the next call (1 slot) waited %v; the non-reader's connection then gave %d bytes and ended with %v (whole answer ~%d bytes)",
+		waited.Round(time.Millisecond), n, rerr, 6*limit)
+	if n >= int64(6*limit) {
+		t.Errorf("the non-reader got the whole answer (%d bytes): it was never cut", n)
+	}
+	if ne, ok := rerr.(net.Error); ok && ne.Timeout() {
+		t.Errorf("the non-reader's connection stayed open")
 	}
 	d.assertCleanLogs()
 }
