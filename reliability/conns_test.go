@@ -29,9 +29,14 @@ func TestSlowBodies(t *testing.T) {
 	fdLimit := scale(20000, 6000)
 	slow := scale(10000, 3000)
 	idle := scale(1000, 300)
-	d := startDaemon(t, daemonConfig{prefix: []string{"prlimit", fmt.Sprintf("--nofile=%d:%d", fdLimit, fdLimit)}})
+	// Started with a soft limit of 1024 under a hard one of fdLimit: the
+	// daemon raises the soft limit to the hard one.
+	d := startDaemon(t, daemonConfig{prefix: []string{"prlimit", fmt.Sprintf("--nofile=1024:%d", fdLimit)}})
 	if lim := procLimit(d.pid, "Max open files"); lim != strconv.Itoa(fdLimit) {
-		t.Fatalf("daemon fd limit %q; want %d", lim, fdLimit)
+		t.Fatalf("daemon fd soft limit %q; want it raised to the hard limit %d", lim, fdLimit)
+	}
+	if !d.logs.contains(fmt.Sprintf(`"msg":"fd limit","soft":%d,"hard":%d`, fdLimit, fdLimit)) {
+		t.Errorf("no \"fd limit\" log line with soft = hard = %d", fdLimit)
 	}
 
 	var stopProbe atomic.Bool
