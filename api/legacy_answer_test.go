@@ -3,6 +3,7 @@ package api
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -115,6 +116,49 @@ func FuzzLegacyAnswer(f *testing.F) {
 		want := answerModel(stdout, stderr, res)
 		if got := answerStreamed(t, chunks(stdout), chunks(stderr), res); !bytes.Equal(got, want) {
 			t.Fatalf("stdout %q stderr %q step %d:\ngot  %s\nwant %s", stdout, stderr, n, got, want)
+		}
+	})
+}
+
+// benchOutput is 8 MiB of each kind the answer must encode: control bytes
+// (six bytes of JSON each), text with CRLF, and invalid UTF-8.
+func benchOutput() (ctl, text []byte) {
+	ctl = bytes.Repeat([]byte{1}, 8<<20)
+	text = bytes.Repeat([]byte("héllo wörld\r\n\xff"), (8<<20)/16)
+	return ctl, text
+}
+
+func chunked(b []byte) [][]byte {
+	var out [][]byte
+	for len(b) > 0 {
+		n := min(64<<10, len(b))
+		out = append(out, b[:n])
+		b = b[n:]
+	}
+	return out
+}
+
+// BenchmarkLegacyAnswer compares the streamed answer with the whole-answer
+// encoding it replaced (answerModel: decode to strings, replace, marshal).
+func BenchmarkLegacyAnswer(b *testing.B) {
+	ctl, text := benchOutput()
+	res := runtime.ExecResult{StdoutDropped: 5}
+	b.Run("streamed", func(b *testing.B) {
+		b.SetBytes(int64(len(ctl) + len(text)))
+		b.ReportAllocs()
+		for b.Loop() {
+			r := res
+			r.Stdout, r.Stderr = runtime.CaptureOf(chunked(ctl)...), runtime.CaptureOf(chunked(text)...)
+			if err := writeLegacyExecAnswer(io.Discard, []string{"x"}, 1, &r, nil); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("whole", func(b *testing.B) {
+		b.SetBytes(int64(len(ctl) + len(text)))
+		b.ReportAllocs()
+		for b.Loop() {
+			io.Discard.Write(answerModel(ctl, text, res))
 		}
 	})
 }
