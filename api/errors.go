@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
+	"syscall"
 
 	"github.com/sandbox-runtime/sandbox-runtime/runtime"
 )
@@ -67,6 +68,10 @@ func statusOf(err error) (status int, code string) {
 		return http.StatusTooManyRequests, "stdin_full"
 	case errors.Is(err, runtime.ErrShuttingDown):
 		return http.StatusServiceUnavailable, "shutting_down"
+	case errors.Is(err, syscall.EMFILE), errors.Is(err, syscall.ENFILE):
+		return http.StatusServiceUnavailable, "resource_exhausted" // out of fds: retry, not a server bug
+	case errors.Is(err, errBodyTooSlow):
+		return http.StatusRequestTimeout, "body_timeout"
 	default:
 		return http.StatusInternalServerError, "internal"
 	}
@@ -80,7 +85,7 @@ func fail(w http.ResponseWriter, err error) {
 	if errors.As(err, &gone) {
 		reason = string(gone.Reason)
 	}
-	if status == http.StatusTooManyRequests {
+	if status == http.StatusTooManyRequests || code == "resource_exhausted" {
 		w.Header().Set("Retry-After", "1")
 	}
 	msg := err.Error()

@@ -55,17 +55,6 @@ func contains2(list []int, v int) bool {
 	return false
 }
 
-// fzKnownBug reports a property violation that is a known, reported bug:
-// the input is skipped (so the fuzzer goes on looking for other problems)
-// unless RELIABILITY_STRICT=1, when it fails.
-func fzKnownBug(t *testing.T, format string, args ...any) {
-	t.Helper()
-	if os.Getenv("RELIABILITY_STRICT") == "1" {
-		t.Fatalf("BUG: "+format, args...)
-	}
-	t.Skipf("BUG (reported, skipped unless RELIABILITY_STRICT=1): "+format, args...)
-}
-
 // fzTopLevelKeys returns the keys of a top-level JSON object, in order,
 // duplicates kept; ok is false when body is not an object.
 func fzTopLevelKeys(body []byte) (keys []string, ok bool) {
@@ -102,10 +91,10 @@ func fzCheckKeys(t *testing.T, body []byte, names ...string) {
 	seen := map[string]bool{}
 	for _, k := range keys {
 		if !contains3(names, k) {
-			fzKnownBug(t, "decodeJSON accepted key %q, which is not a field name (case-insensitive match); body %q", k, fzClip(body))
+			t.Fatalf("decodeJSON accepted key %q, which is not a field name (case-insensitive match); body %q", k, fzClip(body))
 		}
 		if seen[k] {
-			fzKnownBug(t, "decodeJSON accepted the duplicate key %q (the last one wins); body %q", k, fzClip(body))
+			t.Fatalf("decodeJSON accepted the duplicate key %q (the last one wins); body %q", k, fzClip(body))
 		}
 		seen[k] = true
 	}
@@ -674,7 +663,7 @@ func FuzzLegacyPath(f *testing.F) {
 		body := rec.Body.String()
 		switch {
 		case rec.Code >= 500 && strings.HasPrefix(target, "/v1/files/") && fzLongSegment(u.Path):
-			fzKnownBug(t, "GET %q: %d: a name over NAME_MAX is not classified by fileError (ENAMETOOLONG)", fzClip([]byte(target)), rec.Code)
+			t.Fatalf("GET %q: %d: a name over NAME_MAX is not classified by fileError (ENAMETOOLONG)", fzClip([]byte(target)), rec.Code)
 		case rec.Code >= 500:
 			t.Fatalf("GET %q: %d %s", target, rec.Code, fzClip([]byte(body)))
 		case rec.Code >= 300 && rec.Code < 400:

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -17,11 +18,11 @@ import (
 	"strings"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"go.uber.org/zap"
 
-	"github.com/sandbox-runtime/sandbox-runtime/procgroup"
 	"github.com/sandbox-runtime/sandbox-runtime/pyrepr"
 	"github.com/sandbox-runtime/sandbox-runtime/runtime"
 	"github.com/sandbox-runtime/sandbox-runtime/shlex"
@@ -97,8 +98,14 @@ func execFailed(reason string) legacyExecResponse {
 // HeartbeatInterval while the command runs, then the JSON follows (leading
 // whitespace is valid JSON). Legacy clients retry on 5xx and on a read
 // timeout before the headers, which would run the command twice.
+//
+// At most MaxExecutions calls run at once (runtime.Manager.Execute): a call
+// beyond that gets the same 200 and heartbeats while it waits for a slot,
+// and runs when one frees; its timeout starts then. A call whose client
+// leaves while it waits never runs. The answer is encoded as it is written
+// (writeLegacyExecAnswer).
 func (s *Server) legacyExecute(w http.ResponseWriter, r *http.Request) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxJSONBody))
+	body, err := readLegacyBody(w, r)
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
@@ -143,7 +150,7 @@ func (s *Server) legacyExecute(w http.ResponseWriter, r *http.Request) {
 				done <- outcome{err: fmt.Errorf("internal error: %v", p)}
 			}
 		}()
-		res, err := s.m.Execute(argv, timeout)
+		res, err := s.m.Execute(r.Context(), argv, timeout)
 		done <- outcome{res, err}
 	}()
 
@@ -156,17 +163,40 @@ func (s *Server) legacyExecute(w http.ResponseWriter, r *http.Request) {
 	for {
 		select {
 		case o := <-done:
-			w.Write(marshal(legacyExecResult(argv, seconds, o.res, o.err)))
+			// The answer is encoded as it is written; the execution slot is
+			// held until it is out (or the client is cut for not reading).
+			err := writeLegacyExecAnswer(newDeadlineWriter(w, rc), argv, seconds, &o.res, o.err)
+			o.res.Release()
+			if err == nil {
+				rc.SetWriteDeadline(time.Time{}) // the connection may serve another request
+			}
 			return
 		case <-heartbeat.C:
 			w.Write([]byte(" "))
 			rc.Flush()
 		case <-r.Context().Done():
-			// The command goes on (a disconnect never cancels); its result
-			// lands in the buffered channel and is dropped.
+			// The command goes on (a disconnect never cancels one that has
+			// started; a call still waiting for a slot never runs); its
+			// result is dropped and its slot given back.
+			go func() {
+				o := <-done
+				o.res.Release()
+			}()
 			return
 		}
 	}
+}
+
+// readLegacyBody reads a body of at most maxJSONBody bytes into one buffer
+// of its announced size (io.ReadAll would double its way there, leaving
+// twice the body behind as garbage).
+func readLegacyBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	var buf bytes.Buffer
+	if n := r.ContentLength; n > 0 && n <= maxJSONBody {
+		buf.Grow(int(n) + bytes.MinRead)
+	}
+	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, maxJSONBody))
+	return buf.Bytes(), err
 }
 
 // legacyTimeout is SANDBOX_EXEC_TIMEOUT_SECONDS, or X-Sandbox-Timeout when
@@ -186,51 +216,6 @@ func (s *Server) legacyTimeout(r *http.Request) (time.Duration, float64) {
 		}
 	}
 	return timeout, seconds
-}
-
-// legacyExecResult turns the outcome of Manager.Execute into the answer.
-func legacyExecResult(argv []string, seconds float64, res runtime.ExecResult, err error) legacyExecResponse {
-	var se *procgroup.StartError
-	switch {
-	case errors.As(err, &se):
-		return execFailed(pyrepr.OSError(se.Errno, se.Path))
-	case errors.Is(err, runtime.ErrShuttingDown):
-		return execFailed("the sandbox runtime is shutting down")
-	case err != nil:
-		return execFailed(err.Error())
-	case res.TimedOut:
-		// subprocess.TimeoutExpired: the output read so far is dropped.
-		return execFailed(fmt.Sprintf("Command '%s' timed out after %s seconds", pyrepr.List(argv), pyrepr.Float(seconds)))
-	}
-	out := legacyExecResponse{Stdout: legacyText(res.Stdout), Stderr: legacyText(res.Stderr), ExitCode: res.ExitCode}
-	var notes []string
-	if res.StdoutDropped > 0 {
-		notes = append(notes, fmt.Sprintf("[stdout truncated: %d bytes dropped]", res.StdoutDropped))
-	}
-	if res.StderrDropped > 0 {
-		notes = append(notes, fmt.Sprintf("[stderr truncated: %d bytes dropped]", res.StderrDropped))
-	}
-	if res.Terminated {
-		notes = append(notes, "[terminated: the sandbox runtime is shutting down]")
-	}
-	for _, n := range notes {
-		if out.Stderr != "" && !strings.HasSuffix(out.Stderr, "\n") {
-			out.Stderr += "\n"
-		}
-		out.Stderr += n + "\n"
-	}
-	return out
-}
-
-// legacyText decodes output like Python's text-mode pipes, except that
-// invalid UTF-8 becomes U+FFFD instead of failing the call (CONTRACT §5):
-// "\r\n" and "\r" become "\n".
-func legacyText(b []byte) string {
-	s := pyDecodeUTF8(b)
-	if strings.IndexByte(s, '\r') < 0 {
-		return s
-	}
-	return strings.ReplaceAll(strings.ReplaceAll(s, "\r\n", "\n"), "\r", "\n")
 }
 
 // parseExecuteBody does what FastAPI 0.92 with pydantic 1 did with the body
@@ -255,35 +240,22 @@ func parseExecuteBody(contentType string, body []byte) (string, *legacyFailure) 
 		}
 		return "", &legacyFailure{status: http.StatusBadRequest, detail: legacyParseError}
 	}
-	var keys []*pyValue
-	var vals []*pyValue
+	// The parser has already reduced a top-level object or array to its
+	// last "command" (pyParser: the tree of a body is never built).
 	switch v.kind {
 	case 'z':
 		return "", validationFailure("field required", "value_error.missing", "body")
 	case 'o':
-		for i, k := range v.keys {
-			keys = append(keys, &pyValue{kind: 's', text: k})
-			vals = append(vals, v.vals[i])
-		}
 	case 'a':
 		// pydantic 1 tries dict(value): a list of pairs is a dict.
-		for _, e := range v.elems {
-			k, val, ok := e.pair()
-			if !ok {
-				return "", validationFailure("value is not a valid dict", "type_error.dict", "body")
-			}
-			keys, vals = append(keys, k), append(vals, val)
+		if v.notDict {
+			return "", validationFailure("value is not a valid dict", "type_error.dict", "body")
 		}
 	default:
 		return "", validationFailure("value is not a valid dict", "type_error.dict", "body")
 	}
-	var cmd *pyValue
-	for i, k := range keys {
-		if k.kind == 's' && k.text == "command" {
-			cmd = vals[i] // duplicate keys: the last one wins
-		}
-	}
-	if cmd == nil {
+	cmd := v.command // duplicate keys: the last one wins
+	if !v.hasCommand {
 		return "", validationFailure("field required", "value_error.missing", "body", "command")
 	}
 	switch cmd.kind {
@@ -319,18 +291,34 @@ func legacyIsJSON(contentType string) bool {
 
 // ---- Python's json module ------------------------------------------------
 
-// pyValue is a JSON value as Python's json.loads sees it.
+// pyValue is a JSON value as Python's json.loads sees it, reduced to what
+// parseExecuteBody looks at (see pyParser): the body's tree is never built.
+// It is passed by value: reading a body allocates nothing per value but
+// the strings.
 type pyValue struct {
-	kind  byte // 'z' null, 'b' bool, 'i' int, 'f' float, 's' string, 'a' array, 'o' object
-	b     bool
-	text  string // 's': the string; 'i' and 'f': the number token or NaN/Infinity/-Infinity
-	elems []*pyValue
-	keys  []string // 'o': in order, duplicates kept
-	vals  []*pyValue
+	pyScalar
+	n     int         // 'a': elements; 'o': keys, duplicates counted
+	elems [2]pyScalar // 'a' at depth 2: the first two elements (kind only for a composite)
+	keys  [3]string   // 'o' at depth 2: the first nkeys distinct keys, in order
+	nkeys int
+	// At depth 1 (the body itself): the value of the last "command" key (an
+	// object), or of the last pair whose key is "command" (an array); and
+	// whether an element of the array is not a pair.
+	command    pyScalar
+	hasCommand bool
+	notDict    bool
+}
+
+// pyScalar is a value without its contents: all of a scalar, the kind of a
+// composite.
+type pyScalar struct {
+	kind byte // 'z' null, 'b' bool, 'i' int, 'f' float, 's' string, 'a' array, 'o' object
+	b    bool
+	text string // 's': the string; 'i' and 'f': the number token or NaN/Infinity/-Infinity
 }
 
 // pyStr is str() of a number.
-func (v *pyValue) pyStr() string {
+func (v *pyScalar) pyStr() string {
 	if v.kind == 'i' {
 		if strings.Trim(v.text, "-0") == "" {
 			return "0"
@@ -351,29 +339,24 @@ func (v *pyValue) pyStr() string {
 
 // pair is one element of dict(list): a 2-element list, a 2-character
 // string, or a 2-key object (its keys). Lists and objects are unhashable.
-func (v *pyValue) pair() (k, val *pyValue, ok bool) {
-	hashable := func(x *pyValue) bool { return x.kind != 'a' && x.kind != 'o' }
+func (v *pyValue) pair() (k, val pyScalar, ok bool) {
 	switch v.kind {
 	case 'a':
-		if len(v.elems) == 2 && hashable(v.elems[0]) {
-			return v.elems[0], v.elems[1], true
+		if k := v.elems[0]; v.n == 2 && k.kind != 'a' && k.kind != 'o' {
+			return k, v.elems[1], true
 		}
 	case 's':
-		if r := []rune(v.text); len(r) == 2 {
-			return &pyValue{kind: 's', text: string(r[0])}, &pyValue{kind: 's', text: string(r[1])}, true
+		if utf8.RuneCountInString(v.text) == 2 {
+			r0, n := utf8.DecodeRuneInString(v.text)
+			r1, _ := utf8.DecodeRuneInString(v.text[n:])
+			return pyScalar{kind: 's', text: string(r0)}, pyScalar{kind: 's', text: string(r1)}, true
 		}
 	case 'o':
-		var uniq []string
-		for _, k := range v.keys {
-			if !pyContains(uniq, k) {
-				uniq = append(uniq, k)
-			}
-		}
-		if len(uniq) == 2 {
-			return &pyValue{kind: 's', text: uniq[0]}, &pyValue{kind: 's', text: uniq[1]}, true
+		if v.nkeys == 2 { // the distinct keys, when there are at most three
+			return pyScalar{kind: 's', text: v.keys[0]}, pyScalar{kind: 's', text: v.keys[1]}, true
 		}
 	}
-	return nil, nil, false
+	return pyScalar{}, pyScalar{}, false
 }
 
 func pyContains(list []string, s string) bool {
@@ -457,10 +440,16 @@ func pyDecodeJSONBytes(b []byte) ([]rune, bool) {
 	case len(b) == 2 && b[1] == 0:
 		return decodeUTF16(b, false)
 	}
-	if !utf8ValidStrict(b) {
+	if !utf8.Valid(b) { // Python's strict UTF-8: surrogates are invalid too
 		return nil, false
 	}
-	return []rune(string(b)), true
+	out := make([]rune, 0, utf8.RuneCount(b)) // exactly once, no string in between
+	for i := 0; i < len(b); {
+		r, size := utf8.DecodeRune(b[i:])
+		out = append(out, r)
+		i += size
+	}
+	return out, true
 }
 
 func utf8ValidStrict(b []byte) bool { return pyDecodeUTF8(b) == string(b) }
@@ -513,22 +502,29 @@ func decodeUTF32(b []byte, bigEndian bool) ([]rune, bool) {
 
 // pyParseJSON is json.loads on a str, following CPython 3.11's C scanner so
 // that error messages and positions match.
-func pyParseJSON(doc []rune) (*pyValue, error) {
+func pyParseJSON(doc []rune) (pyValue, error) {
 	p := &pyParser{s: doc}
 	idx := p.ws(0)
 	v, end, err := p.scan(idx)
 	if err != nil {
-		return nil, err
+		return pyValue{}, err
 	}
 	if end = p.ws(end); end != len(doc) {
-		return nil, &pyJSONError{"Extra data", end}
+		return pyValue{}, &pyJSONError{"Extra data", end}
 	}
 	return v, nil
 }
 
+// pyParser is the scanner. It keeps only what parseExecuteBody needs, so
+// that what a body costs is its text, whatever its shape (a 1 MiB array of
+// 350,000 empty arrays is no more than 1 MiB of anything else): at depth 1
+// (the body) an object keeps its last "command" value and an array is
+// reduced to pairs as it is read; at depth 2 an array keeps its first two
+// elements and an object its first three distinct keys; deeper composites
+// keep only their kind. Syntax errors are found and placed as before.
 type pyParser struct {
 	s     []rune
-	depth int
+	depth int // of the composite being read: 1 for the body itself
 }
 
 func (p *pyParser) ws(i int) int {
@@ -552,17 +548,17 @@ func (p *pyParser) word(i int, w string) bool {
 }
 
 // scan is scan_once: the value at idx and the index after it.
-func (p *pyParser) scan(idx int) (*pyValue, int, error) {
+func (p *pyParser) scan(idx int) (pyValue, int, error) {
 	if idx >= len(p.s) {
-		return nil, 0, &pyJSONError{"Expecting value", idx}
+		return pyValue{}, 0, &pyJSONError{"Expecting value", idx}
 	}
 	switch p.s[idx] {
 	case '"':
 		str, end, err := p.str(idx + 1)
-		return &pyValue{kind: 's', text: str}, end, err
+		return pyValue{pyScalar: pyScalar{kind: 's', text: str}}, end, err
 	case '{', '[':
 		if p.depth++; p.depth > pyJSONMaxDepth {
-			return nil, 0, errPyJSONLimit
+			return pyValue{}, 0, errPyJSONLimit
 		}
 		defer func() { p.depth-- }()
 		if p.s[idx] == '{' {
@@ -571,27 +567,27 @@ func (p *pyParser) scan(idx int) (*pyValue, int, error) {
 		return p.array(idx + 1)
 	case 'n':
 		if p.word(idx, "null") {
-			return &pyValue{kind: 'z'}, idx + 4, nil
+			return pyValue{pyScalar: pyScalar{kind: 'z'}}, idx + 4, nil
 		}
 	case 't':
 		if p.word(idx, "true") {
-			return &pyValue{kind: 'b', b: true}, idx + 4, nil
+			return pyValue{pyScalar: pyScalar{kind: 'b', b: true}}, idx + 4, nil
 		}
 	case 'f':
 		if p.word(idx, "false") {
-			return &pyValue{kind: 'b'}, idx + 5, nil
+			return pyValue{pyScalar: pyScalar{kind: 'b'}}, idx + 5, nil
 		}
 	case 'N':
 		if p.word(idx, "NaN") {
-			return &pyValue{kind: 'f', text: "NaN"}, idx + 3, nil
+			return pyValue{pyScalar: pyScalar{kind: 'f', text: "NaN"}}, idx + 3, nil
 		}
 	case 'I':
 		if p.word(idx, "Infinity") {
-			return &pyValue{kind: 'f', text: "Infinity"}, idx + 8, nil
+			return pyValue{pyScalar: pyScalar{kind: 'f', text: "Infinity"}}, idx + 8, nil
 		}
 	case '-':
 		if p.word(idx, "-Infinity") {
-			return &pyValue{kind: 'f', text: "-Infinity"}, idx + 9, nil
+			return pyValue{pyScalar: pyScalar{kind: 'f', text: "-Infinity"}}, idx + 9, nil
 		}
 	}
 	return p.number(idx)
@@ -600,11 +596,11 @@ func (p *pyParser) scan(idx int) (*pyValue, int, error) {
 func pyIsDigit(r rune) bool { return r >= '0' && r <= '9' }
 
 // number is _match_number_unicode.
-func (p *pyParser) number(start int) (*pyValue, int, error) {
+func (p *pyParser) number(start int) (pyValue, int, error) {
 	s, idx, last := p.s, start, len(p.s)-1
 	if s[idx] == '-' {
 		if idx++; idx > last {
-			return nil, 0, &pyJSONError{"Expecting value", start}
+			return pyValue{}, 0, &pyJSONError{"Expecting value", start}
 		}
 	}
 	switch {
@@ -614,7 +610,7 @@ func (p *pyParser) number(start int) (*pyValue, int, error) {
 	case s[idx] == '0':
 		idx++
 	default:
-		return nil, 0, &pyJSONError{"Expecting value", start}
+		return pyValue{}, 0, &pyJSONError{"Expecting value", start}
 	}
 	kind := byte('i')
 	if idx < last && s[idx] == '.' && pyIsDigit(s[idx+1]) {
@@ -639,9 +635,9 @@ func (p *pyParser) number(start int) (*pyValue, int, error) {
 	}
 	text := string(s[start:idx])
 	if kind == 'i' && len(strings.TrimPrefix(text, "-")) > pyJSONMaxIntDigits {
-		return nil, 0, errPyJSONLimit
+		return pyValue{}, 0, errPyJSONLimit
 	}
-	return &pyValue{kind: kind, text: text}, idx, nil
+	return pyValue{pyScalar: pyScalar{kind: kind, text: text}}, idx, nil
 }
 
 // str is scanstring_unicode; end is the index after the opening quote.
@@ -731,31 +727,42 @@ func pyHex4(r []rune) (rune, bool) {
 	return v, true
 }
 
-func (p *pyParser) object(idx int) (*pyValue, int, error) {
-	s, v := p.s, &pyValue{kind: 'o'}
+func (p *pyParser) object(idx int) (pyValue, int, error) {
+	s, v := p.s, pyValue{pyScalar: pyScalar{kind: 'o'}}
 	idx = p.ws(idx)
 	if idx >= len(s) || s[idx] != '}' {
 		for {
 			if idx >= len(s) || s[idx] != '"' {
-				return nil, 0, &pyJSONError{"Expecting property name enclosed in double quotes", idx}
+				return pyValue{}, 0, &pyJSONError{"Expecting property name enclosed in double quotes", idx}
 			}
 			key, next, err := p.str(idx + 1)
 			if err != nil {
-				return nil, 0, err
+				return pyValue{}, 0, err
 			}
 			if idx = p.ws(next); idx >= len(s) || s[idx] != ':' {
-				return nil, 0, &pyJSONError{"Expecting ':' delimiter", idx}
+				return pyValue{}, 0, &pyJSONError{"Expecting ':' delimiter", idx}
 			}
 			val, next, err := p.scan(p.ws(idx + 1))
 			if err != nil {
-				return nil, 0, err
+				return pyValue{}, 0, err
 			}
-			v.keys, v.vals = append(v.keys, key), append(v.vals, val)
+			v.n++
+			switch p.depth {
+			case 1:
+				if key == "command" {
+					v.command, v.hasCommand = val.pyScalar, true
+				}
+			case 2:
+				if v.nkeys < len(v.keys) && !pyContains(v.keys[:v.nkeys], key) {
+					v.keys[v.nkeys] = key
+					v.nkeys++
+				}
+			}
 			if idx = p.ws(next); idx < len(s) && s[idx] == '}' {
 				break
 			}
 			if idx >= len(s) || s[idx] != ',' {
-				return nil, 0, &pyJSONError{"Expecting ',' delimiter", idx}
+				return pyValue{}, 0, &pyJSONError{"Expecting ',' delimiter", idx}
 			}
 			idx = p.ws(idx + 1)
 		}
@@ -763,21 +770,33 @@ func (p *pyParser) object(idx int) (*pyValue, int, error) {
 	return v, idx + 1, nil
 }
 
-func (p *pyParser) array(idx int) (*pyValue, int, error) {
-	s, v := p.s, &pyValue{kind: 'a'}
+func (p *pyParser) array(idx int) (pyValue, int, error) {
+	s, v := p.s, pyValue{pyScalar: pyScalar{kind: 'a'}}
 	idx = p.ws(idx)
 	if idx >= len(s) || s[idx] != ']' {
 		for {
 			val, next, err := p.scan(idx)
 			if err != nil {
-				return nil, 0, err
+				return pyValue{}, 0, err
 			}
-			v.elems = append(v.elems, val)
+			v.n++
+			switch p.depth {
+			case 1:
+				if k, pv, ok := val.pair(); !ok {
+					v.notDict = true
+				} else if k.kind == 's' && k.text == "command" {
+					v.command, v.hasCommand = pv, true
+				}
+			case 2:
+				if v.n <= len(v.elems) {
+					v.elems[v.n-1] = val.pyScalar
+				}
+			}
 			if idx = p.ws(next); idx < len(s) && s[idx] == ']' {
 				break
 			}
 			if idx >= len(s) || s[idx] != ',' {
-				return nil, 0, &pyJSONError{"Expecting ',' delimiter", idx}
+				return pyValue{}, 0, &pyJSONError{"Expecting ',' delimiter", idx}
 			}
 			idx = p.ws(idx + 1)
 		}

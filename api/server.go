@@ -49,6 +49,7 @@ type Server struct {
 	streamsCtx  context.Context
 	stopStreams context.CancelFunc
 	hijacked    *connSet
+	bodies      *bodyGate // requests reading a body (bodylimit.go)
 }
 
 // route is one path of the route table. Each path is registered once; its
@@ -73,7 +74,7 @@ func New(m *runtime.Manager, opts Options) *Server {
 	if opts.Metrics == nil {
 		opts.Metrics = NewMetrics(m)
 	}
-	s := &Server{m: m, opts: opts, log: opts.Logger.Named("api"), metrics: opts.Metrics, hijacked: newConnSet()}
+	s := &Server{m: m, opts: opts, log: opts.Logger.Named("api"), metrics: opts.Metrics, hijacked: newConnSet(), bodies: newBodyGate()}
 	s.streamsCtx, s.stopStreams = context.WithCancel(context.Background())
 	s.auth = newTokenAuth(opts.TokenFile)
 	s.routes = s.routeTable()
@@ -212,6 +213,11 @@ func (s *Server) middleware(mux *http.ServeMux) http.Handler {
 				zap.Int64("bytes", rec.bytes),
 				zap.Duration("duration", time.Since(start)))
 		}()
+		r, release, ok := s.bodies.admit(rec, r)
+		if !ok {
+			return
+		}
+		defer release()
 		p := r.URL.Path
 		for _, prefix := range legacyFilePrefixes {
 			if strings.HasPrefix(p, prefix) || p == strings.TrimSuffix(prefix, "/") {

@@ -103,32 +103,6 @@ func newRand(t testing.TB) *rand.Rand {
 	return rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 }
 
-// strict makes known, reported defects fail (RELIABILITY_STRICT=1).
-var strict = os.Getenv("RELIABILITY_STRICT") == "1"
-
-// knownIssue reports a reported, not yet fixed defect seen inside a larger
-// test: an error under RELIABILITY_STRICT=1, else a log line prefixed
-// "KNOWN BUG:" so that the rest of the test still counts.
-func knownIssue(t testing.TB, msg string) {
-	t.Helper()
-	if strict {
-		t.Errorf("KNOWN BUG (strict): %s", msg)
-		return
-	}
-	t.Logf("KNOWN BUG: %s", msg)
-}
-
-// knownBug ends a test that reproduces a reported, not yet fixed defect:
-// it fails under RELIABILITY_STRICT=1 and is skipped with "BUG:" otherwise.
-// Call it after every other check of the test has run.
-func knownBug(t testing.TB, msg string) {
-	t.Helper()
-	if strict {
-		t.Fatalf("BUG (strict): %s", msg)
-	}
-	t.Skipf("BUG: %s", msg)
-}
-
 // ---------------------------------------------------------------- polling
 
 // poll calls cond every interval until it reports true or timeout passes,
@@ -174,6 +148,9 @@ type daemon struct {
 type daemonConfig struct {
 	env   map[string]string // SANDBOX_* settings; SANDBOX_RUNTIME_ADDR and SANDBOX_BASE_DIR are set unless given
 	pidNS bool              // run under `unshare --pid --fork --mount-proc` (PID 1 of a new namespace)
+	// prefix runs the daemon under a command that execs it in place (e.g.
+	// prlimit --nofile=N:N), so that its pid stays the daemon's.
+	prefix []string
 }
 
 // startDaemon starts the daemon on 127.0.0.1:0 and waits for its
@@ -196,6 +173,9 @@ func startDaemon(t testing.TB, cfg daemonConfig) *daemon {
 		cmd = exec.Command("unshare", "--pid", "--fork", "--mount-proc", binPath)
 	} else {
 		cmd = exec.Command(binPath)
+	}
+	if len(cfg.prefix) > 0 {
+		cmd = exec.Command(cfg.prefix[0], append(cfg.prefix[1:], cmd.Args...)...)
 	}
 	cmd.Env = os.Environ()
 	for k, v := range env {
@@ -897,6 +877,7 @@ func (w *logWatch) add(line string) {
 		strings.Contains(line, `"level":"panic"`), strings.Contains(line, `"level":"fatal"`),
 		strings.HasPrefix(line, "panic:"), strings.HasPrefix(line, "fatal error:"),
 		strings.Contains(line, "handler panic"), strings.HasPrefix(line, "goroutine "),
+		strings.Contains(line, "http: panic serving"),
 		strings.HasPrefix(line, "WARNING: DATA RACE"):
 		w.nbad++
 		if len(w.bad) < 20 {
@@ -944,7 +925,7 @@ func (d *daemon) assertCleanLogs() {
 	traces := strings.Join(d.logs.traces, "\n")
 	d.logs.mu.Unlock()
 	if n > 0 && n == knownRaces(traces) {
-		knownIssue(d.t, fmt.Sprintf("%d data race report(s) on Manager.running (Create's 429 message reads it after the unlock; see TestRegressions/running-count-race)", n))
+		d.t.Errorf("%d data race report(s) on Manager.running (Create's 429 message reads it after the unlock; see TestRegressions/running-count-race)", n)
 	} else if n > 0 {
 		d.t.Errorf("the daemon logged %d error/panic lines; first:\n%s\n%s", n, strings.Join(lines, "\n"), traces)
 	}

@@ -58,6 +58,9 @@ type Config struct {
 
 	// LegacyOutputLimit caps each stream of a legacy /execute (SANDBOX_EXECUTE_OUTPUT_LIMIT_BYTES).
 	LegacyOutputLimit int
+	// MaxExecutions is how many legacy /execute calls run (or have their
+	// answer written) at once; further calls wait (SANDBOX_MAX_EXECUTIONS).
+	MaxExecutions int
 
 	Clock    Clock       // nil: the system clock
 	Logger   *zap.Logger // nil: zap.NewNop()
@@ -78,6 +81,7 @@ func DefaultConfig() Config {
 		StdinLimit:        1 << 20,
 		Tombstones:        4096,
 		LegacyOutputLimit: 8 << 20,
+		MaxExecutions:     8,
 	}
 }
 
@@ -94,6 +98,7 @@ func (c Config) withDefaults() Config {
 	orDefault(&c.StdinLimit, d.StdinLimit)
 	orDefault(&c.Tombstones, d.Tombstones)
 	orDefault(&c.LegacyOutputLimit, d.LegacyOutputLimit)
+	orDefault(&c.MaxExecutions, d.MaxExecutions)
 	// The cap wins: SANDBOX_EXEC_TIMEOUT_SECONDS=3 alone must not be refused.
 	c.DefaultTimeout = min(c.DefaultTimeout, c.MaxTimeout)
 	if c.Clock == nil {
@@ -132,6 +137,7 @@ func (c Config) Validate() error {
 	pos("stdin limit", c.StdinLimit)
 	pos("tombstones", c.Tombstones)
 	pos("legacy output limit", c.LegacyOutputLimit)
+	pos("max executions", c.MaxExecutions)
 	if c.MaxRunning > c.MaxRetained {
 		errs = append(errs, fmt.Errorf("max running (%d) must not exceed max retained (%d)", c.MaxRunning, c.MaxRetained))
 	}

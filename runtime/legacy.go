@@ -12,28 +12,135 @@ import (
 )
 
 // ExecResult is the outcome of a legacy one-shot execution (CONTRACT §5).
+// It holds one of the Manager's execution slots until Release is called.
 type ExecResult struct {
-	Stdout, Stderr               []byte // at most Config.LegacyOutputLimit each
-	StdoutDropped, StderrDropped int64  // bytes past the cap, read and discarded
-	ExitCode                     int    // exit code, or -N for a signal death
-	TimedOut                     bool   // the timeout ended it (output is then meaningless)
-	Terminated                   bool   // runtime shutdown ended it
+	Stdout, Stderr               Capture // at most Config.LegacyOutputLimit each
+	StdoutDropped, StderrDropped int64   // bytes past the cap, read and discarded
+	ExitCode                     int     // exit code, or -N for a signal death
+	TimedOut                     bool    // the timeout ended it (output is then meaningless)
+	Terminated                   bool    // runtime shutdown ended it
+
+	release func()
 }
+
+// Release gives the execution slot back. Call it once the output is no
+// longer needed (the answer is written or abandoned); it is idempotent and a
+// zero ExecResult has nothing to release.
+func (r *ExecResult) Release() {
+	if r.release != nil {
+		r.release()
+		r.release = nil
+	}
+}
+
+// Capture is the kept head of one output stream. The bytes are stored in
+// the chunks they were read into (at most captureChunkMax each), never
+// copied into one slice: what an execution costs is its output, once. The
+// full-size chunks of an execution's capture come from pumpBufs and go
+// back there on Release, so that back-to-back executions reuse the same
+// memory instead of leaving it to the garbage collector.
+type Capture struct {
+	chunks [][]byte
+	size   int
+	pooled bool // the full-size chunks came from pumpBufs
+}
+
+// recycle gives the full-size chunks back to pumpBufs.
+func (c Capture) recycle() {
+	if !c.pooled {
+		return
+	}
+	for _, ch := range c.chunks {
+		if cap(ch) == pumpBufSize {
+			b := ch[:pumpBufSize]
+			pumpBufs.Put(&b)
+		}
+	}
+}
+
+// CaptureOf returns a Capture of the given chunks, which it keeps (not
+// copied); empty ones are skipped.
+func CaptureOf(chunks ...[]byte) Capture {
+	var c Capture
+	for _, ch := range chunks {
+		if len(ch) > 0 {
+			c.chunks = append(c.chunks, ch)
+			c.size += len(ch)
+		}
+	}
+	return c
+}
+
+// Chunks returns the bytes in order; the caller must not modify them.
+func (c *Capture) Chunks() [][]byte { return c.chunks }
+
+// Len is the number of bytes kept.
+func (c *Capture) Len() int { return c.size }
+
+// Bytes returns a copy of the bytes kept, in one slice.
+func (c *Capture) Bytes() []byte {
+	out := make([]byte, 0, c.size)
+	for _, ch := range c.chunks {
+		out = append(out, ch...)
+	}
+	return out
+}
+
+// captureChunkMin and captureChunkMax bound the chunks of a Capture: the
+// first is small (most commands print little), each next one doubles, up
+// to the pipe's capacity.
+const (
+	captureChunkMin = 4 << 10
+	captureChunkMax = pumpBufSize
+)
 
 // Execute runs argv once in the base dir with stdin /dev/null, waits for the
 // process and for EOF on both pipes, and returns its capped output. timeout
 // is clamped to MaxTimeout (<= 0 means MaxTimeout). It is not a managed
-// handle and does not count against the limits, but it shares the process
-// group, reaping and shutdown machinery. A disconnecting client does not end
-// it. Errors: ErrShuttingDown, ErrInvalid (empty argv), or a
-// *procgroup.StartError wrapped with ErrSpawnFailed.
-func (m *Manager) Execute(argv []string, timeout time.Duration) (ExecResult, error) {
+// handle and does not count against the limits of managed commands, but it
+// shares the process group, reaping and shutdown machinery.
+//
+// At most Config.MaxExecutions executions are in flight at once, from the
+// start until the caller releases the result: a call beyond that waits for
+// a slot, without a timeout, until ctx is done (then ctx.Err() is returned
+// and nothing ran) or shutdown begins. Once the process has started, ctx no
+// longer matters: a disconnecting client does not end it. On success the
+// caller must call ExecResult.Release. Errors: ctx.Err(), ErrShuttingDown,
+// ErrInvalid (empty argv), or a *procgroup.StartError wrapped with
+// ErrSpawnFailed.
+func (m *Manager) Execute(ctx context.Context, argv []string, timeout time.Duration) (ExecResult, error) {
 	if len(argv) == 0 {
 		return ExecResult{}, invalidf("argv must not be empty")
 	}
 	if timeout <= 0 || timeout > m.cfg.MaxTimeout {
 		timeout = m.cfg.MaxTimeout
 	}
+	select {
+	case m.execSlots <- struct{}{}:
+	case <-ctx.Done():
+		return ExecResult{}, ctx.Err()
+	case <-m.shutdownCh:
+		return ExecResult{}, errorf(ErrShuttingDown, "the runtime is shutting down")
+	}
+	res, err := m.execute(argv, timeout)
+	if err != nil {
+		<-m.execSlots
+		return ExecResult{}, err
+	}
+	var once sync.Once
+	out, errOut := res.Stdout, res.Stderr
+	res.release = func() {
+		once.Do(func() {
+			out.recycle()
+			errOut.recycle()
+			<-m.execSlots
+		})
+	}
+	return res, nil
+}
+
+// execute is Execute once a slot is held.
+func (m *Manager) execute(argv []string, timeout time.Duration) (ExecResult, error) {
 	m.mu.Lock()
 	if m.closing {
 		m.mu.Unlock()
@@ -52,7 +159,7 @@ func (m *Manager) Execute(argv []string, timeout time.Duration) (ExecResult, err
 	log.Debug("legacy execution started")
 
 	limit := m.cfg.LegacyOutputLimit
-	out, errOut := cappedBuffer{limit: limit}, cappedBuffer{limit: limit}
+	out, errOut := cappedCapture{limit: limit}, cappedCapture{limit: limit}
 	var pumps sync.WaitGroup
 	pumps.Add(2)
 	go func() { defer pumps.Done(); out.drain(p.Stdout) }()
@@ -100,7 +207,7 @@ func (m *Manager) Execute(argv []string, timeout time.Duration) (ExecResult, err
 	pumps.Wait()
 	exit := p.Exit()
 	res = ExecResult{
-		Stdout: out.buf, Stderr: errOut.buf,
+		Stdout: out.Capture, Stderr: errOut.Capture,
 		StdoutDropped: out.dropped, StderrDropped: errOut.dropped,
 		ExitCode:   exit.Code,
 		TimedOut:   why == causeTimeout,
@@ -111,25 +218,61 @@ func (m *Manager) Execute(argv []string, timeout time.Duration) (ExecResult, err
 	return res, nil
 }
 
-// cappedBuffer keeps the first limit bytes of a stream and counts the rest.
-type cappedBuffer struct {
+// cappedCapture keeps the first limit bytes of a stream and counts the rest.
+// It reads straight into the chunks it keeps; past the limit it reads into a
+// pooled scratch buffer and drops.
+type cappedCapture struct {
+	Capture
 	limit   int
-	buf     []byte
 	dropped int64
 }
 
-func (b *cappedBuffer) drain(r io.Reader) {
-	bp := pumpBufs.Get().(*[]byte)
-	defer pumpBufs.Put(bp)
-	chunk := *bp
+func (b *cappedCapture) drain(r io.Reader) {
+	b.pooled = true
+	var scratch *[]byte
+	defer func() {
+		if scratch != nil {
+			pumpBufs.Put(scratch)
+		}
+	}()
+	var cur []byte // the last chunk, with free capacity
+	next := captureChunkMin
 	for {
-		n, err := r.Read(chunk)
+		var buf []byte
+		room := b.limit - b.size
+		switch {
+		case room > 0 && len(cur) < cap(cur):
+			buf = cur[len(cur):cap(cur)]
+		case room > 0:
+			size := min(next, room)
+			next = min(next*2, captureChunkMax)
+			if size == pumpBufSize {
+				cur = (*pumpBufs.Get().(*[]byte))[:0]
+			} else {
+				cur = make([]byte, 0, size)
+			}
+			b.chunks = append(b.chunks, nil)
+			buf = cur[:size]
+		default:
+			if scratch == nil {
+				scratch = pumpBufs.Get().(*[]byte)
+			}
+			buf = *scratch
+		}
+		n, err := r.Read(buf)
 		if n > 0 {
-			keep := min(n, b.limit-len(b.buf))
-			b.buf = append(b.buf, chunk[:keep]...)
-			b.dropped += int64(n - keep)
+			if room > 0 {
+				cur = cur[:len(cur)+n]
+				b.chunks[len(b.chunks)-1] = cur
+				b.size += n
+			} else {
+				b.dropped += int64(n)
+			}
 		}
 		if err != nil {
+			if len(b.chunks) > 0 && len(b.chunks[len(b.chunks)-1]) == 0 {
+				b.chunks = b.chunks[:len(b.chunks)-1]
+			}
 			return
 		}
 	}

@@ -29,6 +29,7 @@ type Manager struct {
 	stopJanitor chan struct{}
 	janitorDone chan struct{}
 	wg          sync.WaitGroup // owner goroutines and legacy runs
+	execSlots   chan struct{}  // one token per legacy execution in flight (cfg.MaxExecutions)
 
 	mu        sync.Mutex // guards the fields below
 	cmds      map[string]*Command
@@ -56,6 +57,7 @@ func New(cfg Config, reaper *procgroup.Reaper) (*Manager, error) {
 		shutdownCh:  make(chan struct{}),
 		stopJanitor: make(chan struct{}),
 		janitorDone: make(chan struct{}),
+		execSlots:   make(chan struct{}, cfg.MaxExecutions),
 		cmds:        map[string]*Command{},
 		tombs:       map[string]GoneReason{},
 	}
@@ -129,7 +131,7 @@ func (m *Manager) Create(r CreateRequest) (Status, bool, error) {
 	now := m.cfg.Clock.Now()
 	c := &Command{
 		id:        id,
-		spec:      s,
+		spec:      s.retained(), // the envs map is for the start below only
 		m:         m,
 		log:       m.log.With(zap.String("command_id", id)),
 		ring:      ringbuf.New(m.cfg.OutputLimit, m.cfg.OutputRecords),

@@ -1,6 +1,9 @@
 package runtime
 
 import (
+	"crypto/sha256"
+	"encoding/binary"
+	"io"
 	"maps"
 	"math"
 	"os"
@@ -28,17 +31,49 @@ type CreateRequest struct {
 
 // spec is a CreateRequest after defaults, splitting and clamping: two requests
 // are "the same" (CONTRACT §2 Identity) when their specs are equal.
+//
+// A retained handle keeps its spec for idempotent re-posts, but not the
+// environment overrides (up to a whole request body of them, and never shown
+// in a status): only their digest (retained drops the map once the process
+// is started). The argv is kept, since every status reports it.
 type spec struct {
 	argv    []string
-	envs    map[string]string
+	envs    map[string]string // nil in a retained spec
+	envsSum [sha256.Size]byte // envsDigest(envs), what equal compares
 	cwd     string
 	timeout time.Duration
 	stdin   bool
 }
 
 func (s spec) equal(o spec) bool {
-	return slices.Equal(s.argv, o.argv) && maps.Equal(s.envs, o.envs) &&
+	return slices.Equal(s.argv, o.argv) && s.envsSum == o.envsSum &&
 		s.cwd == o.cwd && s.timeout == o.timeout && s.stdin == o.stdin
+}
+
+// retained is s without what a retained handle does not need.
+func (s spec) retained() spec {
+	s.envs = nil
+	return s
+}
+
+// envsDigest is a SHA-256 over the overrides in name order, each name and
+// value prefixed with its length, so that no two different maps collide by
+// construction (only by breaking SHA-256).
+func envsDigest(envs map[string]string) [sha256.Size]byte {
+	h := sha256.New()
+	var n [8]byte
+	put := func(s string) {
+		binary.BigEndian.PutUint64(n[:], uint64(len(s)))
+		h.Write(n[:])
+		io.WriteString(h, s)
+	}
+	for _, k := range slices.Sorted(maps.Keys(envs)) {
+		put(k)
+		put(envs[k])
+	}
+	var sum [sha256.Size]byte
+	h.Sum(sum[:0])
+	return sum
 }
 
 // normalize validates r and returns its spec and canonical id ("" when the
@@ -88,6 +123,7 @@ func (m *Manager) normalize(r CreateRequest) (spec, string, error) {
 	if s.envs == nil {
 		s.envs = map[string]string{}
 	}
+	s.envsSum = envsDigest(s.envs)
 	s.cwd = r.Cwd
 	if s.cwd == "" {
 		s.cwd = m.cfg.BaseDir

@@ -24,6 +24,7 @@ type config struct {
 	MaxRetained       int
 	OutputLimit       int
 	ExecuteOutput     int
+	MaxExecutions     int
 	StdinLimit        int
 	ResultTTL         time.Duration
 	DefaultTimeout    time.Duration
@@ -82,6 +83,7 @@ func (c *config) settings() []setting {
 		{"max-retained", "SANDBOX_MAX_RETAINED", "64", "managed command handles retained (running + finished)", intSetting(&c.MaxRetained, 1)},
 		{"output-limit-bytes", "SANDBOX_OUTPUT_LIMIT_BYTES", "1048576", "output retained per managed command (stdout+stderr)", intSetting(&c.OutputLimit, 1)},
 		{"execute-output-limit-bytes", "SANDBOX_EXECUTE_OUTPUT_LIMIT_BYTES", "8388608", "output kept per stream of a legacy /execute", intSetting(&c.ExecuteOutput, 1)},
+		{"max-executions", "SANDBOX_MAX_EXECUTIONS", "8", "legacy /execute calls running at once; more wait for a slot", intSetting(&c.MaxExecutions, 1)},
 		{"stdin-limit-bytes", "SANDBOX_STDIN_LIMIT_BYTES", "1048576", "stdin bytes queued per managed command", intSetting(&c.StdinLimit, 1)},
 		{"result-ttl-seconds", "SANDBOX_RESULT_TTL_SECONDS", "900", "lifetime of a finished command's result", secondsSetting(&c.ResultTTL, false)},
 		{"default-timeout-seconds", "SANDBOX_DEFAULT_TIMEOUT_SECONDS", "60", "timeout of a command whose request gives none", secondsSetting(&c.DefaultTimeout, false)},
@@ -157,6 +159,7 @@ func (c *config) runtimeConfig() runtime.Config {
 	rc.MaxRetained = c.MaxRetained
 	rc.OutputLimit = c.OutputLimit
 	rc.LegacyOutputLimit = c.ExecuteOutput
+	rc.MaxExecutions = c.MaxExecutions
 	rc.StdinLimit = c.StdinLimit
 	rc.ResultTTL = c.ResultTTL
 	rc.DefaultTimeout = c.DefaultTimeout

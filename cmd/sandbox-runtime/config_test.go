@@ -29,6 +29,7 @@ func TestLoadConfigDefaults(t *testing.T) {
 		MaxRetained:       64,
 		OutputLimit:       1 << 20,
 		ExecuteOutput:     8 << 20,
+		MaxExecutions:     8,
 		StdinLimit:        1 << 20,
 		ResultTTL:         15 * time.Minute,
 		DefaultTimeout:    60 * time.Second,
@@ -74,6 +75,7 @@ func TestLoadConfigPrecedence(t *testing.T) {
 		"SANDBOX_MAX_RETAINED":               "5",
 		"SANDBOX_OUTPUT_LIMIT_BYTES":         "100",
 		"SANDBOX_EXECUTE_OUTPUT_LIMIT_BYTES": "200",
+		"SANDBOX_MAX_EXECUTIONS":             "2",
 		"SANDBOX_STDIN_LIMIT_BYTES":          "300",
 		"SANDBOX_RESULT_TTL_SECONDS":         "1.5",
 		"SANDBOX_DEFAULT_TIMEOUT_SECONDS":    "7",
@@ -90,7 +92,7 @@ func TestLoadConfigPrecedence(t *testing.T) {
 	}
 	want := config{
 		Addr: "127.0.0.1:1", BaseDir: other, TokenFile: "/env/token",
-		MaxRunning: 3, MaxRetained: 5, OutputLimit: 100, ExecuteOutput: 200, StdinLimit: 300,
+		MaxRunning: 3, MaxRetained: 5, OutputLimit: 100, ExecuteOutput: 200, MaxExecutions: 2, StdinLimit: 300,
 		ResultTTL: 1500 * time.Millisecond, DefaultTimeout: 7 * time.Second, MaxTimeout: 8 * time.Second,
 		KillGrace: 0, ShutdownTimeout: 9 * time.Second, HeartbeatInterval: 250 * time.Millisecond,
 		LogLevel: "warn",
@@ -103,7 +105,7 @@ func TestLoadConfigPrecedence(t *testing.T) {
 	args := []string{
 		"--addr", "127.0.0.1:2", "--base-dir", base, "--token-file=/flag/token",
 		"--max-running=4", "--max-retained=6", "--output-limit-bytes=101",
-		"--execute-output-limit-bytes=201", "--stdin-limit-bytes=301",
+		"--execute-output-limit-bytes=201", "--max-executions=3", "--stdin-limit-bytes=301",
 		"--result-ttl-seconds=2", "--default-timeout-seconds=0.5", "--exec-timeout-seconds=10",
 		"--kill-grace-seconds=1", "--shutdown-timeout-seconds=3", "--heartbeat-seconds=4",
 		"--log-level=debug",
@@ -114,7 +116,7 @@ func TestLoadConfigPrecedence(t *testing.T) {
 	}
 	want = config{
 		Addr: "127.0.0.1:2", BaseDir: base, TokenFile: "/flag/token",
-		MaxRunning: 4, MaxRetained: 6, OutputLimit: 101, ExecuteOutput: 201, StdinLimit: 301,
+		MaxRunning: 4, MaxRetained: 6, OutputLimit: 101, ExecuteOutput: 201, MaxExecutions: 3, StdinLimit: 301,
 		ResultTTL: 2 * time.Second, DefaultTimeout: 500 * time.Millisecond, MaxTimeout: 10 * time.Second,
 		KillGrace: time.Second, ShutdownTimeout: 3 * time.Second, HeartbeatInterval: 4 * time.Second,
 		LogLevel: "debug",

@@ -2,7 +2,8 @@
 // pod and executes commands for the clients behind the identity broker
 // (CONTRACT.md). It serves the v1 API, the legacy API, files, health and
 // metrics on one port, reaps every child as PID 1 or as a child subreaper,
-// and shuts down gracefully on SIGTERM/SIGINT.
+// and shuts down gracefully on SIGTERM/SIGINT. Every other signal is logged
+// and otherwise ignored (signals.go).
 //
 // Configuration (flag, then environment variable, then default):
 //
@@ -13,6 +14,7 @@
 //	--max-retained                SANDBOX_MAX_RETAINED                64
 //	--output-limit-bytes          SANDBOX_OUTPUT_LIMIT_BYTES          1048576
 //	--execute-output-limit-bytes  SANDBOX_EXECUTE_OUTPUT_LIMIT_BYTES  8388608
+//	--max-executions              SANDBOX_MAX_EXECUTIONS              8
 //	--stdin-limit-bytes           SANDBOX_STDIN_LIMIT_BYTES           1048576
 //	--result-ttl-seconds          SANDBOX_RESULT_TTL_SECONDS          900
 //	--default-timeout-seconds     SANDBOX_DEFAULT_TIMEOUT_SECONDS     60
@@ -67,6 +69,8 @@ func main() {
 		fmt.Fprintln(os.Stderr, "sandbox-runtime:", err)
 		os.Exit(2)
 	}
+	defer catchStraySignals(log)() // every other signal a command can send is logged, never fatal
+	raiseFDLimit(log)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	if err := run(ctx, stop, cfg, log, nil); err != nil {

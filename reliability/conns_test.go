@@ -1,0 +1,227 @@
+//go:build reliability && linux
+
+package reliability
+
+import (
+	"bufio"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// TestSlowBodies: thousands of PUTs that send their body a byte a second,
+// plus idle connections that send nothing, against a daemon whose fd limit
+// is what the pod allows (prlimit). The health probe must answer within
+// 5 s throughout (a margin for this shared machine; the slowest probe is a
+// figure); every slow body must be cut (bodies must average 1 KiB/s
+// after 10 s) or refused at once with 503 (too many bodies in flight for
+// the fd limit), never answered 5xx otherwise; the daemon's fds must stay
+// below its limit. Today's main: 10,000 such PUTs took all 20,000 fds,
+// health timed out and PUTs answered 500 (EMFILE).
+func TestSlowBodies(t *testing.T) {
+	fdLimit := scale(20000, 6000)
+	slow := scale(10000, 3000)
+	idle := scale(1000, 300)
+	// Started with a soft limit of 1024 under a hard one of fdLimit: the
+	// daemon raises the soft limit to the hard one.
+	d := startDaemon(t, daemonConfig{prefix: []string{"prlimit", fmt.Sprintf("--nofile=1024:%d", fdLimit)}})
+	if lim := procLimit(d.pid, "Max open files"); lim != strconv.Itoa(fdLimit) {
+		t.Fatalf("daemon fd soft limit %q; want it raised to the hard limit %d", lim, fdLimit)
+	}
+	if !d.logs.contains(fmt.Sprintf(`"msg":"fd limit","soft":%d,"hard":%d`, fdLimit, fdLimit)) {
+		t.Errorf("no \"fd limit\" log line with soft = hard = %d", fdLimit)
+	}
+
+	var stopProbe atomic.Bool
+	var probes, probeFails atomic.Int64
+	var probeMax atomic.Int64
+	var firstFail atomic.Value
+	probeDone := make(chan struct{})
+	go func() {
+		defer close(probeDone)
+		c := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+		tick := time.NewTicker(250 * time.Millisecond)
+		defer tick.Stop()
+		for !stopProbe.Load() {
+			start := time.Now()
+			resp, err := c.Get(d.url + "/v1/health")
+			took := time.Since(start)
+			probes.Add(1)
+			if took > time.Duration(probeMax.Load()) {
+				probeMax.Store(int64(took))
+			}
+			if err != nil || resp.StatusCode != http.StatusOK {
+				if probeFails.Add(1) == 1 {
+					firstFail.Store(fmt.Sprintf("%v %v", err, resp))
+				}
+			}
+			if resp != nil {
+				resp.Body.Close()
+			}
+			<-tick.C
+		}
+	}()
+
+	type slowConn struct {
+		c     net.Conn
+		start time.Time
+	}
+	var mu sync.Mutex
+	var conns []*slowConn
+	statuses := map[string]int{}
+	var ended sync.WaitGroup
+	var maxLife atomic.Int64
+	var dialErrs errSet
+	dial := func(n int, body bool) {
+		var wg sync.WaitGroup
+		var next atomic.Int64
+		for range 8 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := next.Add(1); i <= int64(n); i = next.Add(1) {
+					c, err := net.DialTimeout("tcp", d.addr, 10*time.Second)
+					if err != nil {
+						dialErrs.add("dial: %v", err)
+						continue
+					}
+					sc := &slowConn{c: c, start: time.Now()}
+					if body {
+						fmt.Fprintf(c, "PUT /v1/files/slow/%d HTTP/1.1\r\nHost: x\r\nContent-Length: 1000000\r\n\r\n", i)
+					}
+					mu.Lock()
+					conns = append(conns, sc)
+					mu.Unlock()
+					ended.Add(1)
+					go func() {
+						defer ended.Done()
+						line, _ := bufio.NewReader(c).ReadString('\n')
+						status := "closed"
+						if f := strings.Fields(line); len(f) >= 2 {
+							status = f[1]
+						}
+						if !body {
+							status = "idle:" + status
+						}
+						life := time.Since(sc.start)
+						for {
+							m := maxLife.Load()
+							if int64(life) <= m || maxLife.CompareAndSwap(m, int64(life)) {
+								break
+							}
+						}
+						mu.Lock()
+						statuses[status]++
+						mu.Unlock()
+						c.Close()
+					}()
+				}
+			}()
+		}
+		wg.Wait()
+	}
+	start := time.Now()
+	dial(idle, false)
+	dial(slow, true)
+	dialed := time.Since(start)
+	// A byte a second on every slow connection, until they are all gone.
+	dribbleDone := make(chan struct{})
+	allEnded := make(chan struct{})
+	go func() { ended.Wait(); close(allEnded) }()
+	go func() {
+		defer close(dribbleDone)
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+		for {
+			select {
+			case <-allEnded:
+				return
+			case <-tick.C:
+			}
+			mu.Lock()
+			cs := append([]*slowConn(nil), conns...)
+			mu.Unlock()
+			for _, sc := range cs {
+				sc.c.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
+				sc.c.Write([]byte("x"))
+			}
+		}
+	}()
+	maxFDs := 0
+	ok, _ := poll(60*time.Second, 200*time.Millisecond, func() (bool, string) {
+		maxFDs = max(maxFDs, fdCount(d.pid))
+		select {
+		case <-allEnded:
+			return true, ""
+		default:
+			return false, ""
+		}
+	})
+	stopProbe.Store(true)
+	<-probeDone
+	if !ok {
+		mu.Lock()
+		for _, sc := range conns {
+			sc.c.Close()
+		}
+		mu.Unlock()
+		<-allEnded
+	}
+	<-dribbleDone
+	mu.Lock()
+	var sts []string
+	bad := 0
+	for k, v := range statuses {
+		sts = append(sts, fmt.Sprintf("%s:%d", k, v))
+		if strings.HasPrefix(k, "5") && k != "503" || k == "500" {
+			bad += v
+		}
+	}
+	mu.Unlock()
+	figure(t, "slow bodies: %d PUTs at 1 byte/s + %d idle connections (dialed in %v) on fd limit %d: all ended %v, longest %v; answers %s; daemon fds max %d; health probes %d, failed %d, slowest %v",
+		slow, idle, dialed.Round(time.Millisecond), fdLimit, ok, time.Duration(maxLife.Load()).Round(time.Millisecond), strings.Join(sts, " "), maxFDs,
+		probes.Load(), probeFails.Load(), time.Duration(probeMax.Load()).Round(time.Millisecond))
+	dialErrs.report(t, "failed dials")
+	if !ok {
+		t.Errorf("slow bodies still open 60 s after they started: a body that does not progress must be cut")
+	}
+	if life := time.Duration(maxLife.Load()); life > 30*time.Second {
+		t.Errorf("a slow connection lived %v; bodies must be cut soon after the 10 s grace", life)
+	}
+	if n := probeFails.Load(); n > 0 {
+		t.Errorf("%d of %d health probes failed (first: %v)", n, probes.Load(), firstFail.Load())
+	}
+	if bad > 0 {
+		t.Errorf("%d slow PUTs were answered 5xx other than 503", bad)
+	}
+	if maxFDs >= fdLimit-16 {
+		t.Errorf("the daemon used %d fds of %d", maxFDs, fdLimit)
+	}
+	if !d.alive() {
+		t.Fatal("the daemon died")
+	}
+	if code, _ := d.mustCall("GET", "/v1/health", nil); code != http.StatusOK {
+		t.Errorf("health after the flood: %d", code)
+	}
+	d.assertCleanLogs()
+}
+
+// procLimit is the soft value of one line of /proc/pid/limits.
+func procLimit(pid int, name string) string {
+	data, _ := os.ReadFile(fmt.Sprintf("/proc/%d/limits", pid))
+	for _, line := range strings.Split(string(data), "\n") {
+		if rest, ok := strings.CutPrefix(line, name); ok {
+			if f := strings.Fields(rest); len(f) > 0 {
+				return f[0]
+			}
+		}
+	}
+	return ""
+}
