@@ -54,6 +54,8 @@ type Command struct {
 	startedAt    time.Time
 	finishedAt   time.Time
 	stdin        stdinQueue
+
+	term *terminal // the PTY's size and input state; nil without a PTY. Set at creation.
 }
 
 // stdinQueue is the ordered, bounded queue in front of a command's stdin pipe.
@@ -75,6 +77,7 @@ func (c *Command) Done() <-chan struct{} { return c.done }
 
 // Status returns a snapshot of the command.
 func (c *Command) Status() Status {
+	waiting := c.waitingForInput()
 	st := c.ring.Stats()
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -98,6 +101,7 @@ func (c *Command) Status() Status {
 	if c.proc != nil {
 		s.PID = c.proc.Pid
 	}
+	c.ptyStatus(&s, waiting)
 	if c.state.Finished() {
 		code := c.exit.Code
 		s.ExitCode = &code
@@ -188,6 +192,9 @@ func (c *Command) Signal(sig syscall.Signal) (Status, error) {
 // data when eof is set. It never blocks on the child. It answers the number
 // of bytes accepted and whether stdin is now closed.
 func (c *Command) WriteStdin(data []byte, eof bool) (int, bool, error) {
+	if c.term != nil {
+		return c.writeTerminal(data, eof)
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	q := &c.stdin
@@ -251,9 +258,16 @@ func (c *Command) requestEnd(why cause) {
 func (c *Command) run(p *procgroup.Process) {
 	defer c.m.wg.Done()
 	var pumps sync.WaitGroup
-	pumps.Add(2)
-	go c.pump(p.Stdout, ringbuf.Stdout, &pumps)
-	go c.pump(p.Stderr, ringbuf.Stderr, &pumps)
+	if p.PTY != nil {
+		// One stream, read until EIO: every holder of the terminal closed it.
+		pumps.Add(1)
+		go c.pump(p.PTY, ringbuf.PTY, &pumps)
+		go c.writeStdin(p.PTY)
+	} else {
+		pumps.Add(2)
+		go c.pump(p.Stdout, ringbuf.Stdout, &pumps)
+		go c.pump(p.Stderr, ringbuf.Stderr, &pumps)
+	}
 	pipesDone := make(chan struct{})
 	go func() { pumps.Wait(); close(pipesDone) }()
 	if p.Stdin != nil {
@@ -302,6 +316,9 @@ func (c *Command) run(p *procgroup.Process) {
 	// wait for them so that no Append happens after the ring is closed.
 	p.Stdout.Close()
 	p.Stderr.Close()
+	if p.PTY != nil {
+		p.PTY.Close() // hangs up the terminal: SIGHUP to what is left of the session
+	}
 	pumps.Wait()
 	if terminated != nil {
 		<-terminated
@@ -359,13 +376,13 @@ func (c *Command) pump(f *os.File, s ringbuf.Stream, wg *sync.WaitGroup) {
 			data := buf[:held+n]
 			cut := UTF8Prefix(data)
 			c.ring.Append(s, data[:cut])
-			c.m.obs.OutputBytes(s == ringbuf.Stdout, cut)
+			c.m.obs.OutputBytes(s != ringbuf.Stderr, cut)
 			held = copy(buf, data[cut:])
 		}
 		if err != nil {
 			if held > 0 {
 				c.ring.Append(s, buf[:held])
-				c.m.obs.OutputBytes(s == ringbuf.Stdout, held)
+				c.m.obs.OutputBytes(s != ringbuf.Stderr, held)
 			}
 			return
 		}

@@ -139,6 +139,7 @@ func (m *Manager) Create(r CreateRequest) (Status, bool, error) {
 		state:     StateStarting,
 		createdAt: now,
 		stdin:     stdinQueue{enabled: s.stdin, closed: !s.stdin, wake: make(chan struct{}, 1)},
+		term:      newTerminal(s.pty),
 	}
 	m.cmds[id] = c
 	m.order = append(m.order, c)
@@ -149,9 +150,10 @@ func (m *Manager) Create(r CreateRequest) (Status, bool, error) {
 	t0 := time.Now()
 	p, err := m.reaper.Start(procgroup.Spec{
 		Argv:  s.argv,
-		Env:   buildEnv(m.cfg.Env, s.envs),
+		Env:   s.environ(m.cfg.Env),
 		Dir:   s.cwd,
 		Stdin: s.stdin,
+		PTY:   s.pty.winsize(),
 	})
 	spawn := time.Since(t0)
 	if err != nil {
@@ -173,7 +175,7 @@ func (m *Manager) Create(r CreateRequest) (Status, bool, error) {
 	close(c.startedCh)
 	m.obs.CommandStarted(spawn)
 	c.log.Info("command started", zap.String("argv0", s.argv[0]), zap.Int("pid", p.Pid),
-		zap.Float64("timeout_seconds", s.timeout.Seconds()), zap.Bool("stdin", s.stdin))
+		zap.Float64("timeout_seconds", s.timeout.Seconds()), zap.Bool("stdin", s.stdin), zap.Bool("pty", s.pty != nil))
 	go c.run(p)
 
 	m.mu.Lock()
