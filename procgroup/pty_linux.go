@@ -271,13 +271,14 @@ func (p *Process) WaitingForInput() bool {
 			return false
 		}
 	}
-	// The common case, a leader reading its input itself, needs no scan.
-	if st, ok := readStat(p.Pid); ok && st.pgrp == pgrp && p.readsInput(p.Pid, st) {
+	// The common case, the group's leader reading the input itself, needs no
+	// scan of /proc.
+	if st, ok := readStat(pgrp); ok && st.pgrp == pgrp && p.readsInput(pgrp, st) {
 		return true
 	}
 	waiting := false
 	eachProcess(func(pid int, st ptyProcStat) bool {
-		if pid != p.Pid && st.pgrp == pgrp && p.readsInput(pid, st) {
+		if pid != pgrp && st.pgrp == pgrp && p.readsInput(pid, st) {
 			waiting = true
 		}
 		return !waiting

@@ -76,8 +76,12 @@ func (c *Command) ID() string { return c.id }
 func (c *Command) Done() <-chan struct{} { return c.done }
 
 // Status returns a snapshot of the command.
-func (c *Command) Status() Status {
-	waiting := c.waitingForInput()
+func (c *Command) Status() Status { return c.status(true) }
+
+// status is Status; look false skips the waiting_for_input look at /proc
+// (answering false), for the status of a command that has just started.
+func (c *Command) status(look bool) Status {
+	waiting := look && c.waitingForInput()
 	st := c.ring.Stats()
 	c.mu.Lock()
 	defer c.mu.Unlock()

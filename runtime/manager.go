@@ -181,7 +181,7 @@ func (m *Manager) Create(r CreateRequest) (Status, bool, error) {
 	m.mu.Lock()
 	m.evictLocked()
 	m.mu.Unlock()
-	return c.Status(), true, nil
+	return c.status(false), true, nil // just started: it has read nothing yet
 }
 
 // evictLocked drops the oldest finished handles while more than MaxRetained
