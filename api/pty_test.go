@@ -554,7 +554,11 @@ func TestPTYReattachExactBytes(t *testing.T) {
 
 	// 3. WebSocket again from that cursor: the rest, with more input.
 	c2 := atDial(t, ts, st.CommandID, "cursor="+strconv.FormatInt(next, 10))
-	c2.readUntil("part2 line 299\r\n")
+	for !strings.Contains(string(got)+string(c2.out), "part2 line 299\r\n") {
+		if ev := c2.read(); ev.Type != "output" {
+			t.Fatalf("got %+v before the end of part 2", ev)
+		}
+	}
 	ptStdin(t, ts, st.CommandID, "b\n", false)
 	end := c2.readExitPTY()
 	got = append(got, c2.out...)
