@@ -36,10 +36,11 @@ type ptySpec struct {
 	term       string
 }
 
-// terminal is the runtime side of a command's PTY. mu guards the fields; it
-// is never held together with Command.mu except in that order.
+// terminal is the runtime side of a command's PTY. resizeMu serialises
+// resizes (so the size in the status is the kernel's); it is taken before
+// Command.mu, never after. Command.mu guards the other fields.
 type terminal struct {
-	mu         sync.Mutex
+	resizeMu   sync.Mutex
 	cols, rows int
 	// lineOpen: the last byte queued for the terminal leaves a line pending in
 	// the line discipline (so a VEOF would only end that line).
@@ -102,13 +103,11 @@ func (s spec) environ(base []string) []string {
 // IsTerminal reports whether the command runs on a pseudo-terminal.
 func (c *Command) IsTerminal() bool { return c.term != nil }
 
-// ptyStatus adds the terminal fields to a status snapshot. waiting is the
-// WaitingForInput answer taken before the snapshot.
+// ptyStatus adds the terminal fields to a status snapshot; c.mu is held.
+// waiting is the WaitingForInput answer taken before the snapshot.
 func (c *Command) ptyStatus(s *Status, waiting bool) {
 	if c.term != nil {
-		c.term.mu.Lock()
 		s.PTY = &PTYStatus{Cols: c.term.cols, Rows: c.term.rows, Term: c.spec.pty.term}
-		c.term.mu.Unlock()
 		// A terminal's output is one stream, kept in the ring as ringbuf.PTY.
 		s.PTYBytes = s.NextCursor - s.StdoutBytes - s.StderrBytes
 	}
@@ -148,12 +147,14 @@ func (c *Command) Resize(cols, rows int) (Status, error) {
 	if finished {
 		return c.Status(), errorf(ErrFinished, "command %s has finished", c.id)
 	}
-	c.term.mu.Lock()
+	c.term.resizeMu.Lock()
 	err := c.proc.Resize(procgroup.Winsize{Cols: uint16(cols), Rows: uint16(rows)})
 	if err == nil {
+		c.mu.Lock()
 		c.term.cols, c.term.rows = cols, rows
+		c.mu.Unlock()
 	}
-	c.term.mu.Unlock()
+	c.term.resizeMu.Unlock()
 	if err != nil {
 		// The master is closed only once the command is ending.
 		return c.Status(), errorf(ErrFinished, "command %s is ending: %v", c.id, err)
@@ -180,8 +181,8 @@ func (c *Command) writeTerminal(data []byte, eof bool) (int, bool, error) {
 			return 0, false, errorf(ErrConflict, "the terminal of command %s has no EOF character (VEOF is disabled)", c.id)
 		}
 	}
-	c.term.mu.Lock()
-	defer c.term.mu.Unlock()
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	lineOpen := c.term.lineOpen
 	if len(data) > 0 {
 		b := data[len(data)-1]
@@ -195,8 +196,6 @@ func (c *Command) writeTerminal(data []byte, eof bool) (int, bool, error) {
 		}
 		lineOpen = false
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	q := &c.stdin
 	switch {
 	case c.state.Finished():

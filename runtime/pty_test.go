@@ -177,3 +177,45 @@ func TestPTYSignalAndStream(t *testing.T) {
 		t.Errorf("after SIGINT: %s %v; want exited by SIGINT", st.State, st.Signal)
 	}
 }
+
+// TestPTYConcurrentUse: status, stdin (with eof), resize and signal from
+// many goroutines at once on one terminal neither deadlock nor race, and the
+// last resize is what the status shows.
+func TestPTYConcurrentUse(t *testing.T) {
+	m := newManager(t, nil)
+	c := mustCreate(t, m, ptyReq("sh", "-c", "while read x; do :; done"))
+	var wg sync.WaitGroup
+	for g := 0; g < 4; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 200; i++ {
+				switch i % 4 {
+				case 0:
+					c.Status()
+				case 1:
+					if _, _, err := c.WriteStdin([]byte("x\n"), false); err != nil && !errors.Is(err, ErrStdinFull) {
+						t.Error(err)
+					}
+				case 2:
+					if _, err := c.Resize(50+g, 20+i%10); err != nil {
+						t.Error(err)
+					}
+				case 3:
+					c.Signal(28) // SIGWINCH: harmless
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if _, err := c.Resize(77, 33); err != nil {
+		t.Fatal(err)
+	}
+	if st := c.Status(); st.PTY.Cols != 77 || st.PTY.Rows != 33 || st.State != StateRunning {
+		t.Errorf("after the storm: %s pty %+v; want running 77x33", st.State, st.PTY)
+	}
+	c.WriteStdin(nil, true) // VEOF at the start of a line: read ends the loop
+	if st := waitDone(t, c); st.State != StateExited || *st.ExitCode != 0 {
+		t.Errorf("after eof: %s %v; want exited 0", st.State, *st.ExitCode)
+	}
+}
