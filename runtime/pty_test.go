@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -219,3 +220,107 @@ func TestPTYConcurrentUse(t *testing.T) {
 		t.Errorf("after eof: %s %v; want exited 0", st.State, *st.ExitCode)
 	}
 }
+
+// sessionAlive lists the live members of session sid.
+func sessionAlive(t *testing.T, sid int) []string {
+	t.Helper()
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range ents {
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		s := string(b)
+		f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+		if len(f) > 3 && f[3] == strconv.Itoa(sid) && f[0] != "Z" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// TestPTYShutdownEndsSession: shutdown ends a terminal whose shell and a job
+// in another process group ignore SIGTERM and SIGHUP: state terminated,
+// nothing of the session left.
+func TestPTYShutdownEndsSession(t *testing.T) {
+	m := newManager(t, func(c *Config) { c.KillGrace = 200 * time.Millisecond })
+	// The job runs in its own process group (set -m), in the background.
+	c := mustCreate(t, m, ptyReq("sh", "-c", `set -m; trap '' TERM HUP; sh -c "trap '' TERM HUP; echo job; exec sleep 1000" & wait`))
+	waitOutput(t, c, "job")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := m.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if st := c.Status(); st.State != StateTerminated || st.Signal == nil || *st.Signal != "SIGKILL" {
+		t.Errorf("after shutdown: %s %v; want terminated by SIGKILL", st.State, st.Signal)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for len(sessionAlive(t, c.Status().PID)) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("session members left after shutdown: %q", sessionAlive(t, c.Status().PID))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// waitOutput waits until the retained output of c holds want.
+func waitOutput(t *testing.T, c *Command, want string) string {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		n := c.Notify()
+		res, err := c.Read(0, 1<<20, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b strings.Builder
+		for _, r := range res.Records {
+			b.Write(r.Data)
+		}
+		if strings.Contains(b.String(), want) {
+			return b.String()
+		}
+		select {
+		case <-n:
+		case <-time.After(time.Until(deadline)):
+			t.Fatalf("output %q never held %q", b.String(), want)
+		}
+	}
+}
+
+// TestPTYLimits: terminals count against the running limit, and their ring
+// is bounded like any other (oldest output dropped, pty_bytes counts all).
+func TestPTYLimits(t *testing.T) {
+	m := newManager(t, func(c *Config) { c.MaxRunning = 2; c.OutputLimit = 4096 })
+	a := mustCreate(t, m, ptyReq("cat"))
+	b := mustCreate(t, m, ptyReq("cat"))
+	if _, _, err := m.Create(ptyReq("cat")); !errors.Is(err, ErrTooManyRunning) {
+		t.Errorf("third terminal: %v; want ErrTooManyRunning", err)
+	}
+	a.Kill(context.Background())
+	b.Kill(context.Background())
+
+	c := mustCreate(t, m, ptyReq("sh", "-c", "i=0; while [ $i -lt 2000 ]; do echo line-$i; i=$((i+1)); done"))
+	st := waitDone(t, c)
+	var want int64
+	for i := 0; i < 2000; i++ {
+		want += int64(len("line-"+strconv.Itoa(i)) + 2)
+	}
+	if !st.Truncated || st.PTYBytes != want || st.RetainedFrom != want-4096 {
+		t.Errorf("truncated %v pty_bytes %d retained_from %d; want true, %d, %d", st.Truncated, st.PTYBytes, st.RetainedFrom, want, want-4096)
+	}
+	res, err := c.Read(0, 1<<20, nil, nil)
+	if err != nil || !res.Gap || res.GapFrom != want-4096 {
+		t.Errorf("read from 0: gap %v from %d, err %v; want a gap to %d", res.Gap, res.GapFrom, err, want-4096)
+	}
+	if last := res.Records[len(res.Records)-1]; !strings.HasSuffix(string(last.Data), "line-1999\r\n") {
+		t.Errorf("last retained bytes %q; want the end of the output", tail(last.Data))
+	}
+}
+
+func tail(b []byte) []byte { return b[max(0, len(b)-64):] }
