@@ -52,6 +52,7 @@ func BenchmarkEchoHiPTY(b *testing.B) {
 			slices.Sort(lat)
 			b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
 			b.ReportMetric(float64(lat[len(lat)*9/10].Microseconds())/1000, "p90-ms")
+			b.ReportMetric(float64(lat[len(lat)-1].Microseconds())/1000, "max-ms")
 		})
 	}
 }
