@@ -141,27 +141,62 @@ type ptyProcStat struct {
 }
 
 // readStat parses /proc/<pid>/stat; ok is false when the process is gone.
+// It reads into a stack buffer with raw system calls: a WaitingForInput or
+// session scan calls it for every process of the system.
 func readStat(pid int) (ptyProcStat, bool) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	var path [32]byte
+	p := append(append(append(path[:0], "/proc/"...), strconv.Itoa(pid)...), "/stat"...)
+	fd, err := unix.Open(string(p), unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return ptyProcStat{}, false
 	}
+	var buf [1024]byte // the fields we need come well before the end
+	n, err := unix.Read(fd, buf[:])
+	unix.Close(fd)
+	if err != nil || n <= 0 {
+		return ptyProcStat{}, false
+	}
+	b := buf[:n]
 	// "pid (comm) state ppid pgrp session ...": comm may hold anything but
 	// ends at the last ')'.
 	i := bytes.LastIndexByte(b, ')')
 	if i < 0 {
 		return ptyProcStat{}, false
 	}
-	f := bytes.Fields(b[i+1:])
-	if len(f) < 4 || len(f[0]) != 1 {
+	var f [4][]byte
+	rest := b[i+1:]
+	for k := range f {
+		rest = bytes.TrimLeft(rest, " ")
+		j := bytes.IndexByte(rest, ' ')
+		if j < 0 {
+			return ptyProcStat{}, false
+		}
+		f[k], rest = rest[:j], rest[j:]
+	}
+	if len(f[0]) != 1 {
 		return ptyProcStat{}, false
 	}
-	pgrp, err1 := strconv.Atoi(string(f[2]))
-	sess, err2 := strconv.Atoi(string(f[3]))
-	if err1 != nil || err2 != nil {
+	pgrp, ok1 := atoi(f[2])
+	sess, ok2 := atoi(f[3])
+	if !ok1 || !ok2 {
 		return ptyProcStat{}, false
 	}
 	return ptyProcStat{state: f[0][0], pgrp: pgrp, sess: sess}, true
+}
+
+// atoi parses a non-negative decimal without allocating.
+func atoi(b []byte) (int, bool) {
+	if len(b) == 0 || len(b) > 18 {
+		return 0, false
+	}
+	n := 0
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int(c-'0')
+	}
+	return n, true
 }
 
 // eachProcess calls f for every process of the system with its stat, until f

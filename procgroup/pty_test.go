@@ -93,3 +93,28 @@ func TestPTYResizeAndEOF(t *testing.T) {
 	}
 	wait(t, q)
 }
+
+// TestReadStat: readStat agrees with what the kernel says of this process.
+func TestReadStat(t *testing.T) {
+	st, ok := readStat(os.Getpid())
+	if !ok || st.pgrp != syscall.Getpgrp() || st.state == 0 {
+		t.Fatalf("readStat(self) = %+v, %v; want pgrp %d", st, ok, syscall.Getpgrp())
+	}
+	sid, _, _ := syscall.RawSyscall(syscall.SYS_GETSID, 0, 0, 0)
+	if st.sess != int(sid) {
+		t.Errorf("session %d; want %d", st.sess, sid)
+	}
+	if _, ok := readStat(1 << 30); ok {
+		t.Errorf("readStat of a pid that cannot exist: ok")
+	}
+}
+
+// BenchmarkSessionScan is the /proc scan behind WaitingForInput and the
+// session signals (one pass over every process of the host).
+func BenchmarkSessionScan(b *testing.B) {
+	n := 0
+	for b.Loop() {
+		eachProcess(func(int, ptyProcStat) bool { n++; return true })
+	}
+	b.ReportMetric(float64(n)/float64(b.N), "procs")
+}
