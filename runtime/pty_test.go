@@ -296,8 +296,11 @@ func waitOutput(t *testing.T, c *Command, want string) string {
 // TestPTYLimits: terminals count against the running limit, and their ring
 // is bounded like any other (oldest output dropped, pty_bytes counts all).
 func TestPTYLimits(t *testing.T) {
-	m := newManager(t, func(c *Config) { c.MaxRunning = 2; c.OutputLimit = 4096 })
+	m := newManager(t, func(c *Config) { c.MaxRunning = 2; c.OutputLimit = 4096; c.StdinLimit = 64 })
 	a := mustCreate(t, m, ptyReq("cat"))
+	if _, _, err := a.WriteStdin(make([]byte, 65), false); !errors.Is(err, ErrStdinFull) {
+		t.Errorf("65 bytes into a 64-byte stdin queue: %v; want ErrStdinFull", err)
+	}
 	b := mustCreate(t, m, ptyReq("cat"))
 	if _, _, err := m.Create(ptyReq("cat")); !errors.Is(err, ErrTooManyRunning) {
 		t.Errorf("third terminal: %v; want ErrTooManyRunning", err)
