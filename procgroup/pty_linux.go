@@ -295,7 +295,8 @@ func (p *Process) sessionEmpty() bool {
 // program polling its input with a timeout while it works reads true during
 // each poll. Threads other than each process's main thread are not looked
 // at. It is false for a process started without PTY or Stdin, and whenever
-// /proc cannot be read.
+// /proc cannot be read (/proc/<pid>/syscall and mem need ptrace read access,
+// which a parent has to its children unless Yama's ptrace_scope is 2 or 3).
 func (p *Process) WaitingForInput() bool {
 	if p.input == (fileID{}) || p.Exited() {
 		return false
