@@ -327,3 +327,36 @@ func TestPTYLimits(t *testing.T) {
 }
 
 func tail(b []byte) []byte { return b[max(0, len(b)-64):] }
+
+// TestPTYKillWithBlockedInput: a terminal whose program never reads, with
+// a full input queue and a writer blocked on the master, ends on kill and
+// leaves no goroutine or descriptor behind.
+func TestPTYKillWithBlockedInput(t *testing.T) {
+	m := newManager(t, func(c *Config) { c.KillGrace = 100 * time.Millisecond })
+	waitDone(t, mustCreate(t, m, ptyReq("true")))
+	runtime.GC()
+	fds, gor := fdCount(t), runtime.NumGoroutine()
+	c := mustCreate(t, m, ptyReq("sleep", "100"))
+	chunk := []byte(strings.Repeat("y", 64<<10))
+	for i := 0; i < 16; i++ {
+		if _, _, err := c.WriteStdin(chunk, false); err != nil {
+			t.Fatalf("write %d: %v", i, err)
+		}
+	}
+	st, err := c.Kill(context.Background())
+	if err != nil || st.State != StateCancelled {
+		t.Fatalf("kill: %s %v; want cancelled", st.State, err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		runtime.GC()
+		f, g := fdCount(t), runtime.NumGoroutine()
+		if f <= fds && g <= gor {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("leak: fds %d→%d goroutines %d→%d", fds, f, gor, g)
+		}
+		runtime.Gosched()
+	}
+}
