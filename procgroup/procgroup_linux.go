@@ -458,6 +458,9 @@ func errnoOf(err error) syscall.Errno {
 // instead. This is accepted: it needs a full PID wrap-around between the group
 // emptying and a late Signal, and callers stop signalling once Terminate returned or
 // ErrGroupGone was seen.
+//
+// A process started with Spec.PTY is signalled as a session: every process group
+// whose session id is Pid (see signalSession), so Terminate reaches the jobs of a shell.
 func (p *Process) Signal(sig syscall.Signal) error {
 	if p.PTY != nil {
 		return p.signalSession(sig)
