@@ -365,12 +365,13 @@ func (p *Process) readsInput(pid int, st ptyProcStat) bool {
 		if addr == 0 || nfds == 0 || nfds > 1024 {
 			return false
 		}
+		// fd_set is an array of 64-bit longs; bit fd%64 of long fd/64.
 		set := make([]byte, (nfds+63)/64*8)
 		if !readMem(dir, addr, set) {
 			return false
 		}
 		for fd := uint64(0); fd < nfds; fd++ {
-			if set[fd/8]&(1<<(fd%8)) != 0 && isInput(fd) {
+			if binary.NativeEndian.Uint64(set[fd/64*8:])>>(fd%64)&1 != 0 && isInput(fd) {
 				return true
 			}
 		}

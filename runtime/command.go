@@ -362,6 +362,7 @@ func (c *Command) finish(exit procgroup.ExitStatus) {
 		zap.Duration("duration", now.Sub(c.startedAt)),
 		zap.Int64("stdout_bytes", st.StdoutTotal),
 		zap.Int64("stderr_bytes", st.StderrTotal),
+		zap.Int64("pty_bytes", st.End-st.StdoutTotal-st.StderrTotal),
 		zap.Bool("truncated", st.Truncated))
 }
 
