@@ -483,10 +483,12 @@ func (a *attachment) apply(data []byte) error {
 		cancel()
 		a.c.Kill(done)
 		return nil
+	case "resize":
+		return a.applyResize(data)
 	case "":
-		return badRequest(`field "type" is required: "stdin", "signal" or "kill"`)
+		return badRequest(`field "type" is required: "stdin", "signal", "kill" or "resize"`)
 	}
-	return badRequest(`unknown frame type ` + strconv.Quote(t.Type) + `; expected "stdin", "signal" or "kill"`)
+	return badRequest(`unknown frame type ` + strconv.Quote(t.Type) + `; expected "stdin", "signal", "kill" or "resize"`)
 }
 
 // decodeFrame decodes exactly one JSON object into v, refusing unknown fields.

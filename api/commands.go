@@ -46,7 +46,7 @@ type infoLimits struct {
 }
 
 // features are the capabilities clients may detect in /v1/info.
-var features = []string{"commands", "stream", "stdin", "signals", "websocket", "files", "legacy", "metrics", "idempotent_create"}
+var features = []string{"commands", "stream", "stdin", "signals", "websocket", "files", "legacy", "metrics", "idempotent_create", "pty"}
 
 func (s *Server) info(w http.ResponseWriter, r *http.Request) {
 	c := s.m.Config()
@@ -78,6 +78,7 @@ type createBody struct {
 	Timeout   *float64          `json:"timeout"`
 	Stdin     bool              `json:"stdin"`
 	CommandID string            `json:"command_id"`
+	PTY       *ptyBody          `json:"pty"`
 }
 
 func (s *Server) createCommand(w http.ResponseWriter, r *http.Request) {
@@ -96,6 +97,7 @@ func (s *Server) createCommand(w http.ResponseWriter, r *http.Request) {
 	st, created, err := s.m.Create(runtime.CreateRequest{
 		Argv: b.Argv, Command: b.Command, Envs: b.Envs, Cwd: b.Cwd,
 		Timeout: b.Timeout, Stdin: b.Stdin, CommandID: b.CommandID,
+		PTY: b.PTY.request(),
 	})
 	if err != nil {
 		fail(w, err)

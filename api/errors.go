@@ -60,6 +60,8 @@ func statusOf(err error) (status int, code string) {
 		return http.StatusConflict, "stdin_not_enabled"
 	case errors.Is(err, runtime.ErrStdinClosed):
 		return http.StatusConflict, "stdin_closed"
+	case errors.Is(err, runtime.ErrNotTerminal):
+		return http.StatusConflict, "not_a_terminal"
 	case errors.Is(err, runtime.ErrSpawnFailed):
 		return http.StatusUnprocessableEntity, "spawn_failed"
 	case errors.Is(err, runtime.ErrTooManyRunning):

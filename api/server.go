@@ -103,6 +103,7 @@ func (s *Server) routeTable() []route {
 		{pattern: "/v1/commands/{id}/stdin", methods: map[string]http.HandlerFunc{"POST": s.writeStdin}},
 		{pattern: "/v1/commands/{id}/signal", methods: map[string]http.HandlerFunc{"POST": s.signalCommand}},
 		{pattern: "/v1/commands/{id}/kill", methods: map[string]http.HandlerFunc{"POST": s.killCommand}},
+		{pattern: "/v1/commands/{id}/resize", methods: map[string]http.HandlerFunc{"POST": s.resizeCommand}},
 		{pattern: "/v1/files/{path...}", methods: map[string]http.HandlerFunc{"GET": s.getFile, "HEAD": s.getFile, "PUT": s.putFile, "DELETE": s.deleteFile}},
 		{pattern: "/metrics", methods: map[string]http.HandlerFunc{"GET": s.metrics.ServeHTTP}},
 		{pattern: "/", methods: nil}, // everything else: 404

@@ -98,8 +98,18 @@ type Spec struct {
 	// Dir is the working directory; "" inherits the runtime's.
 	Dir string
 	// Stdin true gives the command a pipe (Process.Stdin is its write end); false
-	// gives it /dev/null.
+	// gives it /dev/null. It is ignored when PTY is set.
 	Stdin bool
+	// PTY, when set, runs the command on a new pseudo-terminal of that size
+	// instead of pipes: the command is a session leader (sid == pgid == pid)
+	// whose controlling terminal is the PTY, and stdin, stdout and stderr are
+	// the terminal. The size is set before the fork. Process.PTY is the master.
+	PTY *Winsize
+}
+
+// Winsize is the size of a terminal in character cells.
+type Winsize struct {
+	Cols, Rows uint16
 }
 
 // Process is a started command: the leader of a new process group whose pgid is Pid.
@@ -111,6 +121,14 @@ type Process struct {
 	Stdin  *os.File // write end of the stdin pipe; nil when Spec.Stdin is false. Caller closes it.
 	Stdout *os.File // read end (pollable: Close from another goroutine unblocks a Read). Caller closes it.
 	Stderr *os.File // read end. Caller closes it.
+	// PTY is the master of the terminal when Spec.PTY was set (Stdin, Stdout and
+	// Stderr are nil then): read it for output (it fails with EIO once no process
+	// holds the terminal open), write it for input. Pollable. Caller closes it.
+	PTY *os.File
+
+	// input identifies what the command reads its input from (the terminal or
+	// the stdin pipe), for WaitingForInput; zero when it has neither.
+	input fileID
 
 	done chan struct{} // closed by the Reaper once the leader has been reaped
 	exit ExitStatus    // written before done is closed

@@ -261,15 +261,28 @@ func (r *Reaper) Start(spec Spec) (*Process, error) {
 		closeAll()
 		return nil, &StartError{Op: "exec", Path: argv0, Errno: errno}
 	}
-	var stdin *os.File
-	if spec.Stdin {
+	var stdin, master *os.File
+	var input fileID
+	sys := &syscall.SysProcAttr{Setpgid: true}
+	if spec.PTY != nil {
+		m, slave, err := openPTY(*spec.PTY)
+		if err != nil {
+			return fail(errnoOf(err))
+		}
+		parentFiles = append(parentFiles, m)
+		childFiles = append(childFiles, slave, slave, slave)
+		master, input = m, idOf(slave)
+		// setsid makes it a group leader too; the terminal becomes the
+		// controlling terminal of the new session (child fd 0).
+		sys = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+	} else if spec.Stdin {
 		pr, pw, err := os.Pipe()
 		if err != nil {
 			return fail(errnoOf(err))
 		}
 		childFiles = append(childFiles, pr)
 		parentFiles = append(parentFiles, pw)
-		stdin = pw
+		stdin, input = pw, idOf(pw)
 	} else {
 		devnull, err := os.Open(os.DevNull)
 		if err != nil {
@@ -279,6 +292,9 @@ func (r *Reaper) Start(spec Spec) (*Process, error) {
 	}
 	var out [2]*os.File
 	for i := range out {
+		if master != nil {
+			break
+		}
 		pr, pw, err := os.Pipe()
 		if err != nil {
 			return fail(errnoOf(err))
@@ -297,7 +313,7 @@ func (r *Reaper) Start(spec Spec) (*Process, error) {
 		Dir:   spec.Dir,
 		Env:   spec.Env,
 		Files: fds,
-		Sys:   &syscall.SysProcAttr{Setpgid: true},
+		Sys:   sys,
 	}
 
 	r.forkMu.RLock()
@@ -311,7 +327,7 @@ func (r *Reaper) Start(spec Spec) (*Process, error) {
 	pid, err := syscall.ForkExec(path, spec.Argv, attr)
 	var p *Process
 	if err == nil {
-		p = &Process{Pid: pid, Stdin: stdin, Stdout: out[0], Stderr: out[1], done: make(chan struct{}), reapMu: &r.forkMu}
+		p = &Process{Pid: pid, Stdin: stdin, Stdout: out[0], Stderr: out[1], PTY: master, input: input, done: make(chan struct{}), reapMu: &r.forkMu}
 		r.procsMu.Lock()
 		r.procs[pid] = p
 		r.procsMu.Unlock()
@@ -331,7 +347,7 @@ func (r *Reaper) Start(spec Spec) (*Process, error) {
 		return fail(errno)
 	}
 	for _, f := range childFiles {
-		f.Close()
+		f.Close() // the slave of a PTY is listed three times; later Closes are no-ops
 	}
 	r.log.Debug("started", zap.Int("pid", pid), zap.String("argv0", argv0))
 	return p, nil
@@ -442,7 +458,13 @@ func errnoOf(err error) syscall.Errno {
 // instead. This is accepted: it needs a full PID wrap-around between the group
 // emptying and a late Signal, and callers stop signalling once Terminate returned or
 // ErrGroupGone was seen.
+//
+// A process started with Spec.PTY is signalled as a session: every process group
+// whose session id is Pid (see signalSession), so Terminate reaches the jobs of a shell.
 func (p *Process) Signal(sig syscall.Signal) error {
+	if p.PTY != nil {
+		return p.signalSession(sig)
+	}
 	err := unix.Kill(-p.Pid, sig)
 	switch err {
 	case nil:
@@ -457,6 +479,9 @@ func (p *Process) Signal(sig syscall.Signal) error {
 // groupEmpty reports whether the process group has no members left (zombies that
 // have not been reaped are still members).
 func (p *Process) groupEmpty() bool {
+	if p.PTY != nil {
+		return p.sessionEmpty()
+	}
 	return unix.Kill(-p.Pid, 0) == unix.ESRCH
 }
 

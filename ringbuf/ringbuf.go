@@ -44,15 +44,18 @@ type Stream uint8
 const (
 	Stdout Stream = 1 // standard output
 	Stderr Stream = 2 // standard error
+	PTY    Stream = 3 // a terminal's output (stdout and stderr are one); counted in neither total
 )
 
-// String returns "stdout" or "stderr", or "Stream(N)" for any other value.
+// String returns "stdout", "stderr" or "pty", or "Stream(N)" for any other value.
 func (s Stream) String() string {
 	switch s {
 	case Stdout:
 		return "stdout"
 	case Stderr:
 		return "stderr"
+	case PTY:
+		return "pty"
 	}
 	return "Stream(" + strconv.Itoa(int(s)) + ")"
 }

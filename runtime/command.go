@@ -56,6 +56,8 @@ type Command struct {
 	startedAt    time.Time
 	finishedAt   time.Time
 	stdin        stdinQueue
+
+	term *terminal // the PTY's size and input state; nil without a PTY. Set at creation.
 }
 
 // stdinQueue is the ordered, bounded queue in front of a command's stdin pipe.
@@ -76,7 +78,12 @@ func (c *Command) ID() string { return c.id }
 func (c *Command) Done() <-chan struct{} { return c.done }
 
 // Status returns a snapshot of the command.
-func (c *Command) Status() Status {
+func (c *Command) Status() Status { return c.status(true) }
+
+// status is Status; look false skips the waiting_for_input look at /proc
+// (answering false), for the status of a command that has just started.
+func (c *Command) status(look bool) Status {
+	waiting := look && c.waitingForInput()
 	st := c.ring.Stats()
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -100,6 +107,7 @@ func (c *Command) Status() Status {
 	if c.proc != nil {
 		s.PID = c.proc.Pid
 	}
+	c.ptyStatus(&s, waiting)
 	if c.state.Finished() {
 		code := c.exit.Code
 		s.ExitCode = &code
@@ -190,6 +198,9 @@ func (c *Command) Signal(sig syscall.Signal) (Status, error) {
 // data when eof is set. It never blocks on the child. It answers the number
 // of bytes accepted and whether stdin is now closed.
 func (c *Command) WriteStdin(data []byte, eof bool) (int, bool, error) {
+	if c.term != nil {
+		return c.writeTerminal(data, eof)
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	q := &c.stdin
@@ -253,9 +264,16 @@ func (c *Command) requestEnd(why cause) {
 func (c *Command) run(p *procgroup.Process) {
 	defer c.m.wg.Done()
 	var pumps sync.WaitGroup
-	pumps.Add(2)
-	go c.pump(p.Stdout, ringbuf.Stdout, &pumps)
-	go c.pump(p.Stderr, ringbuf.Stderr, &pumps)
+	if p.PTY != nil {
+		// One stream, read until EIO: every holder of the terminal closed it.
+		pumps.Add(1)
+		go c.pump(p.PTY, ringbuf.PTY, &pumps)
+		go c.writeStdin(p.PTY)
+	} else {
+		pumps.Add(2)
+		go c.pump(p.Stdout, ringbuf.Stdout, &pumps)
+		go c.pump(p.Stderr, ringbuf.Stderr, &pumps)
+	}
 	pipesDone := make(chan struct{})
 	go func() { pumps.Wait(); close(pipesDone) }()
 	if p.Stdin != nil {
@@ -309,10 +327,16 @@ func (c *Command) run(p *procgroup.Process) {
 		now := time.Now()
 		p.Stdout.SetReadDeadline(now)
 		p.Stderr.SetReadDeadline(now)
+		if p.PTY != nil {
+			p.PTY.SetReadDeadline(now)
+		}
 	}
 	pumps.Wait()
 	p.Stdout.Close()
 	p.Stderr.Close()
+	if p.PTY != nil {
+		p.PTY.Close() // hangs up the terminal: SIGHUP to what is left of the session
+	}
 	if terminated != nil {
 		<-terminated
 	} else {
@@ -351,6 +375,7 @@ func (c *Command) finish(exit procgroup.ExitStatus) {
 		zap.Duration("duration", now.Sub(c.startedAt)),
 		zap.Int64("stdout_bytes", st.StdoutTotal),
 		zap.Int64("stderr_bytes", st.StderrTotal),
+		zap.Int64("pty_bytes", st.End-st.StdoutTotal-st.StderrTotal),
 		zap.Bool("truncated", st.Truncated))
 }
 
@@ -369,7 +394,7 @@ func (c *Command) pump(f *os.File, s ringbuf.Stream, wg *sync.WaitGroup) {
 			data := buf[:held+n]
 			cut := UTF8Prefix(data)
 			c.ring.Append(s, data[:cut])
-			c.m.obs.OutputBytes(s == ringbuf.Stdout, cut)
+			c.m.obs.OutputBytes(s != ringbuf.Stderr, cut)
 			held = copy(buf, data[cut:])
 		}
 		if errors.Is(err, os.ErrDeadlineExceeded) {
@@ -380,7 +405,7 @@ func (c *Command) pump(f *os.File, s ringbuf.Stream, wg *sync.WaitGroup) {
 		if err != nil {
 			if held > 0 {
 				c.ring.Append(s, buf[:held])
-				c.m.obs.OutputBytes(s == ringbuf.Stdout, held)
+				c.m.obs.OutputBytes(s != ringbuf.Stderr, held)
 			}
 			return
 		}

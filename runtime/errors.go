@@ -31,6 +31,8 @@ var (
 	ErrSpawnFailed = errors.New("spawn failed")
 	// ErrShuttingDown: the manager is shutting down and admits nothing.
 	ErrShuttingDown = errors.New("shutting down")
+	// ErrNotTerminal: a resize of a command that was started without "pty".
+	ErrNotTerminal = errors.New("not a terminal")
 )
 
 // GoneReason says why a handle is gone.

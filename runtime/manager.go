@@ -141,6 +141,7 @@ func (m *Manager) Create(r CreateRequest) (Status, bool, error) {
 		state:     StateStarting,
 		createdAt: now,
 		stdin:     stdinQueue{enabled: s.stdin, closed: !s.stdin, wake: make(chan struct{}, 1)},
+		term:      newTerminal(s.pty),
 	}
 	m.cmds[id] = c
 	m.order = append(m.order, c)
@@ -151,9 +152,10 @@ func (m *Manager) Create(r CreateRequest) (Status, bool, error) {
 	t0 := time.Now()
 	p, err := m.reaper.Start(procgroup.Spec{
 		Argv:  s.argv,
-		Env:   buildEnv(m.cfg.Env, s.envs),
+		Env:   s.environ(m.cfg.Env),
 		Dir:   s.cwd,
 		Stdin: s.stdin,
+		PTY:   s.pty.winsize(),
 	})
 	spawn := time.Since(t0)
 	if err != nil {
@@ -175,13 +177,13 @@ func (m *Manager) Create(r CreateRequest) (Status, bool, error) {
 	close(c.startedCh)
 	m.obs.CommandStarted(spawn)
 	c.log.Info("command started", zap.String("argv0", s.argv[0]), zap.Int("pid", p.Pid),
-		zap.Float64("timeout_seconds", s.timeout.Seconds()), zap.Bool("stdin", s.stdin))
+		zap.Float64("timeout_seconds", s.timeout.Seconds()), zap.Bool("stdin", s.stdin), zap.Bool("pty", s.pty != nil))
 	go c.run(p)
 
 	m.mu.Lock()
 	m.evictLocked()
 	m.mu.Unlock()
-	return c.Status(), true, nil
+	return c.status(false), true, nil // just started: it has read nothing yet
 }
 
 // evictLocked drops the oldest finished handles while more than MaxRetained

@@ -27,6 +27,7 @@ type CreateRequest struct {
 	Timeout   *float64          // seconds, > 0; nil means the default; clamped to the cap
 	Stdin     bool              // give the command a stdin pipe
 	CommandID string            // optional client-chosen UUID for idempotent creation
+	PTY       *PTYRequest       // run on a pseudo-terminal of this size; implies stdin
 }
 
 // spec is a CreateRequest after defaults, splitting and clamping: two requests
@@ -43,11 +44,13 @@ type spec struct {
 	cwd     string
 	timeout time.Duration
 	stdin   bool
+	pty     *ptySpec // nil: pipes
 }
 
 func (s spec) equal(o spec) bool {
 	return slices.Equal(s.argv, o.argv) && s.envsSum == o.envsSum &&
-		s.cwd == o.cwd && s.timeout == o.timeout && s.stdin == o.stdin
+		s.cwd == o.cwd && s.timeout == o.timeout && s.stdin == o.stdin &&
+		s.pty.equal(o.pty)
 }
 
 // retained is s without what a retained handle does not need.
@@ -150,6 +153,13 @@ func (m *Manager) normalize(r CreateRequest) (spec, string, error) {
 		}
 	}
 	s.stdin = r.Stdin
+	pty, err := normalizePTY(r.PTY)
+	if err != nil {
+		return s, "", err
+	}
+	if pty != nil {
+		s.pty, s.stdin = pty, true // a terminal always takes input
+	}
 	return s, id, nil
 }
 

@@ -25,6 +25,10 @@ type Status struct {
 	NextCursor     int64      `json:"next_cursor"`
 	Truncated      bool       `json:"output_truncated"`
 	Resources      *Resources `json:"resources"`
+
+	PTY             *PTYStatus `json:"pty"`               // the terminal; nil without one
+	PTYBytes        int64      `json:"pty_bytes"`         // terminal output bytes (0 without a terminal)
+	WaitingForInput *bool      `json:"waiting_for_input"` // nil without a terminal or stdin pipe; see procgroup.Process.WaitingForInput
 }
 
 // Resources is what the kernel reported for the process tree at reap time.

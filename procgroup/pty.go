@@ -1,0 +1,12 @@
+package procgroup
+
+import "errors"
+
+// ErrNotPTY is returned by Resize and TerminalEOF on a process started without
+// Spec.PTY.
+var ErrNotPTY = errors.New("procgroup: the process has no terminal")
+
+// fileID identifies an open file by device and inode (a terminal, a pipe).
+type fileID struct {
+	dev, ino uint64
+}

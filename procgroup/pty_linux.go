@@ -1,0 +1,409 @@
+//go:build linux
+
+package procgroup
+
+import (
+	"bytes"
+	"encoding/binary"
+	"os"
+	"strconv"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// Terminals are opened with golang.org/x/sys/unix directly rather than with
+// github.com/creack/pty: the package already owns x/sys and the fork, and
+// creack/pty's Start wants an exec.Cmd, whose Wait would compete with the
+// Reaper. What is needed is four ioctls: unlock, open the peer, set the size
+// and set IUTF8.
+
+// openPTY opens a new pseudo-terminal of size ws. The master is non-blocking
+// (so reads and writes go through the runtime poller and Close interrupts
+// them) and close-on-exec; the slave is blocking, close-on-exec (ForkExec
+// dups it onto 0, 1 and 2) and not our controlling terminal.
+func openPTY(ws Winsize) (master, slave *os.File, err error) {
+	mfd, err := unix.Open("/dev/ptmx", unix.O_RDWR|unix.O_NOCTTY|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, nil, os.NewSyscallError("open /dev/ptmx", err)
+	}
+	master = os.NewFile(uintptr(mfd), "/dev/ptmx")
+	fail := func(op string, err error) (*os.File, *os.File, error) {
+		master.Close()
+		if slave != nil {
+			slave.Close()
+		}
+		return nil, nil, os.NewSyscallError(op, err)
+	}
+	if err := unix.IoctlSetPointerInt(mfd, unix.TIOCSPTLCK, 0); err != nil {
+		return fail("unlockpt", err)
+	}
+	// TIOCGPTPEER (Linux 4.13) opens the slave without a path lookup, so a
+	// different devpts mounted on /dev/pts cannot substitute another terminal.
+	sfd, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(mfd), unix.TIOCGPTPEER, uintptr(unix.O_RDWR|unix.O_NOCTTY|unix.O_CLOEXEC))
+	if errno != 0 {
+		n, err := unix.IoctlGetInt(mfd, unix.TIOCGPTN)
+		if err != nil {
+			return fail("ptsname", err)
+		}
+		fd, err := unix.Open("/dev/pts/"+strconv.Itoa(n), unix.O_RDWR|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return fail("open slave", err)
+		}
+		sfd = uintptr(fd)
+	}
+	slave = os.NewFile(sfd, "pts")
+	if err := unix.IoctlSetWinsize(int(sfd), unix.TIOCSWINSZ, &unix.Winsize{Row: ws.Rows, Col: ws.Cols}); err != nil {
+		return fail("set window size", err)
+	}
+	// IUTF8 lets the line discipline erase a whole UTF-8 character on
+	// backspace; everything else keeps the kernel's defaults (a "sane" tty).
+	t, err := unix.IoctlGetTermios(int(sfd), unix.TCGETS)
+	if err != nil {
+		return fail("tcgetattr", err)
+	}
+	t.Iflag |= unix.IUTF8
+	if err := unix.IoctlSetTermios(int(sfd), unix.TCSETS, t); err != nil {
+		return fail("tcsetattr", err)
+	}
+	return master, slave, nil
+}
+
+// idOf returns the device and inode of an open file (zero on error).
+func idOf(f *os.File) fileID {
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		return fileID{}
+	}
+	return fileID{dev: st.Dev, ino: st.Ino}
+}
+
+// Resize sets the terminal's size; the kernel sends SIGWINCH to the
+// terminal's foreground process group when the size changes. ErrNotPTY
+// without a terminal; an error once the master is closed.
+func (p *Process) Resize(ws Winsize) error {
+	if p.PTY == nil {
+		return ErrNotPTY
+	}
+	var err error
+	cerr := p.withMaster(func(fd int) {
+		err = unix.IoctlSetWinsize(fd, unix.TIOCSWINSZ, &unix.Winsize{Row: ws.Rows, Col: ws.Cols})
+	})
+	if cerr != nil {
+		return cerr
+	}
+	return os.NewSyscallError("TIOCSWINSZ", err)
+}
+
+// TerminalEOF returns the terminal's end-of-file character (VEOF, normally
+// Ctrl-D) and whether the line discipline is in canonical mode, where VEOF
+// means end of file (in raw mode it is a byte like any other).
+func (p *Process) TerminalEOF() (veof byte, canonical bool, err error) {
+	if p.PTY == nil {
+		return 0, false, ErrNotPTY
+	}
+	var t *unix.Termios
+	cerr := p.withMaster(func(fd int) { t, err = unix.IoctlGetTermios(fd, unix.TCGETS) })
+	if cerr != nil {
+		return 0, false, cerr
+	}
+	if err != nil {
+		return 0, false, os.NewSyscallError("tcgetattr", err)
+	}
+	return t.Cc[unix.VEOF], t.Lflag&unix.ICANON != 0, nil
+}
+
+// withMaster runs f with the master's descriptor, which stays open meanwhile
+// even if another goroutine closes the file.
+func (p *Process) withMaster(f func(fd int)) error {
+	rc, err := p.PTY.SyscallConn()
+	if err != nil {
+		return err
+	}
+	return rc.Control(func(fd uintptr) { f(int(fd)) })
+}
+
+// foregroundGroup returns the terminal's foreground process group, or 0.
+func (p *Process) foregroundGroup() int {
+	pgrp := 0
+	p.withMaster(func(fd int) {
+		if n, err := unix.IoctlGetInt(fd, unix.TIOCGPGRP); err == nil {
+			pgrp = n
+		}
+	})
+	return pgrp
+}
+
+// ptyProcStat is what the package reads from /proc/<pid>/stat.
+type ptyProcStat struct {
+	state      byte
+	pgrp, sess int
+}
+
+// readStat parses /proc/<pid>/stat; ok is false when the process is gone.
+// It reads into a stack buffer with raw system calls: a WaitingForInput or
+// session scan calls it for every process of the system.
+func readStat(pid int) (ptyProcStat, bool) {
+	var path [32]byte
+	p := append(append(append(path[:0], "/proc/"...), strconv.Itoa(pid)...), "/stat"...)
+	fd, err := unix.Open(string(p), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return ptyProcStat{}, false
+	}
+	var buf [1024]byte // the fields we need come well before the end
+	n, err := unix.Read(fd, buf[:])
+	unix.Close(fd)
+	if err != nil || n <= 0 {
+		return ptyProcStat{}, false
+	}
+	b := buf[:n]
+	// "pid (comm) state ppid pgrp session ...": comm may hold anything but
+	// ends at the last ')'.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return ptyProcStat{}, false
+	}
+	var f [4][]byte
+	rest := b[i+1:]
+	for k := range f {
+		rest = bytes.TrimLeft(rest, " ")
+		j := bytes.IndexByte(rest, ' ')
+		if j < 0 {
+			return ptyProcStat{}, false
+		}
+		f[k], rest = rest[:j], rest[j:]
+	}
+	if len(f[0]) != 1 {
+		return ptyProcStat{}, false
+	}
+	pgrp, ok1 := atoi(f[2])
+	sess, ok2 := atoi(f[3])
+	if !ok1 || !ok2 {
+		return ptyProcStat{}, false
+	}
+	return ptyProcStat{state: f[0][0], pgrp: pgrp, sess: sess}, true
+}
+
+// atoi parses a non-negative decimal without allocating.
+func atoi(b []byte) (int, bool) {
+	if len(b) == 0 || len(b) > 18 {
+		return 0, false
+	}
+	n := 0
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int(c-'0')
+	}
+	return n, true
+}
+
+// eachProcess calls f for every process of the system with its stat, until f
+// returns false.
+func eachProcess(f func(pid int, st ptyProcStat) bool) {
+	d, err := os.Open("/proc")
+	if err != nil {
+		return
+	}
+	defer d.Close()
+	for {
+		names, err := d.Readdirnames(256)
+		for _, n := range names {
+			pid, err := strconv.Atoi(n)
+			if err != nil || pid <= 0 {
+				continue
+			}
+			if st, ok := readStat(pid); ok && !f(pid, st) {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// signalSession sends sig to every process group of the terminal's session
+// (sid == Pid): the leader's group first, so that a shell cannot start a new
+// job meanwhile, then the foreground job and any background job. It returns
+// ErrGroupGone when nothing was signalled.
+//
+// PID reuse: a session id, like a pgid, stays reserved while any member is
+// alive or an unreaped zombie, so a process found with sess == Pid is ours;
+// the window between the scan and the kill is the one described at Signal.
+// Members that called setsid themselves have left the session and are not
+// reached.
+func (p *Process) signalSession(sig syscall.Signal) error {
+	reached := false
+	var ferr error
+	kill := func(pgrp int) {
+		switch err := unix.Kill(-pgrp, sig); err {
+		case nil:
+			reached = true
+		case unix.ESRCH:
+		default:
+			if ferr == nil {
+				ferr = os.NewSyscallError("kill", err)
+			}
+		}
+	}
+	kill(p.Pid)
+	done := map[int]bool{p.Pid: true}
+	eachProcess(func(_ int, st ptyProcStat) bool {
+		if st.sess == p.Pid && !done[st.pgrp] {
+			done[st.pgrp] = true
+			kill(st.pgrp)
+		}
+		return true
+	})
+	switch {
+	case reached:
+		return nil
+	case ferr != nil:
+		return ferr
+	}
+	return ErrGroupGone
+}
+
+// sessionEmpty reports whether the terminal's session has no member left
+// (unreaped zombies are members).
+func (p *Process) sessionEmpty() bool {
+	if unix.Kill(-p.Pid, 0) != unix.ESRCH {
+		return false
+	}
+	empty := true
+	eachProcess(func(_ int, st ptyProcStat) bool {
+		if st.sess == p.Pid {
+			empty = false
+		}
+		return empty
+	})
+	return empty
+}
+
+// WaitingForInput reports whether the command looks blocked reading its
+// input: for a terminal, a member of the terminal's foreground process
+// group; for a stdin pipe, a member of the command's process group; asleep
+// (state S) in read, readv, select, pselect6, poll or ppoll on a descriptor
+// that is the terminal or the pipe (as /proc/<pid>/syscall, /proc/<pid>/fd
+// and, for the select and poll sets, /proc/<pid>/mem show it).
+//
+// It is a heuristic, true only at the instant of the look: a program that
+// waits in epoll, io_uring or on another descriptor (a socket, a second
+// pipe) reads false; a program that is between two reads reads false; a
+// program polling its input with a timeout while it works reads true during
+// each poll. Threads other than each process's main thread are not looked
+// at. It is false for a process started without PTY or Stdin, and whenever
+// /proc cannot be read (/proc/<pid>/syscall and mem need ptrace read access,
+// which a parent has to its children unless Yama's ptrace_scope is 2 or 3).
+func (p *Process) WaitingForInput() bool {
+	if p.input == (fileID{}) || p.Exited() {
+		return false
+	}
+	pgrp := p.Pid
+	if p.PTY != nil {
+		if pgrp = p.foregroundGroup(); pgrp <= 0 {
+			return false
+		}
+	}
+	// The common case, the group's leader reading the input itself, needs no
+	// scan of /proc.
+	if st, ok := readStat(pgrp); ok && st.pgrp == pgrp && p.readsInput(pgrp, st) {
+		return true
+	}
+	waiting := false
+	eachProcess(func(pid int, st ptyProcStat) bool {
+		if pid != pgrp && st.pgrp == pgrp && p.readsInput(pid, st) {
+			waiting = true
+		}
+		return !waiting
+	})
+	return waiting
+}
+
+// readsInput reports whether pid sleeps in a read or wait for input on p's
+// terminal or stdin pipe.
+func (p *Process) readsInput(pid int, st ptyProcStat) bool {
+	if st.state != 'S' {
+		return false
+	}
+	dir := "/proc/" + strconv.Itoa(pid)
+	b, err := os.ReadFile(dir + "/syscall")
+	if err != nil {
+		return false
+	}
+	// "nr arg0 … arg5 sp pc", numbers in decimal (nr) and hex (args); or
+	// "running", or "-1 sp pc" when not in a system call.
+	f := bytes.Fields(b)
+	if len(f) < 7 {
+		return false
+	}
+	nr, err := strconv.ParseInt(string(f[0]), 10, 64)
+	if err != nil {
+		return false
+	}
+	var args [6]uint64
+	for i := range args {
+		if args[i], err = strconv.ParseUint(string(bytes.TrimPrefix(f[i+1], []byte("0x"))), 16, 64); err != nil {
+			return false
+		}
+	}
+	isInput := func(fd uint64) bool {
+		var st unix.Stat_t
+		if fd > 1<<20 || unix.Stat(dir+"/fd/"+strconv.FormatUint(fd, 10), &st) != nil {
+			return false
+		}
+		return fileID{dev: st.Dev, ino: st.Ino} == p.input
+	}
+	switch {
+	case nr == unix.SYS_READ || nr == unix.SYS_READV:
+		return isInput(args[0])
+	case nr == unix.SYS_PSELECT6 || nr == sysSelect:
+		// (nfds, readfds, …): look for one of our descriptors in the read set.
+		nfds, addr := args[0], args[1]
+		if addr == 0 || nfds == 0 || nfds > 1024 {
+			return false
+		}
+		// fd_set is an array of 64-bit longs; bit fd%64 of long fd/64.
+		set := make([]byte, (nfds+63)/64*8)
+		if !readMem(dir, addr, set) {
+			return false
+		}
+		for fd := uint64(0); fd < nfds; fd++ {
+			if binary.NativeEndian.Uint64(set[fd/64*8:])>>(fd%64)&1 != 0 && isInput(fd) {
+				return true
+			}
+		}
+	case nr == unix.SYS_PPOLL || nr == sysPoll:
+		// (fds, nfds, …): struct pollfd { int fd; short events, revents; }.
+		addr, nfds := args[0], args[1]
+		if addr == 0 || nfds == 0 || nfds > 1024 {
+			return false
+		}
+		fds := make([]byte, nfds*8)
+		if !readMem(dir, addr, fds) {
+			return false
+		}
+		for i := uint64(0); i < nfds; i++ {
+			e := fds[i*8:]
+			fd := int32(binary.NativeEndian.Uint32(e))
+			events := binary.NativeEndian.Uint16(e[4:])
+			if fd >= 0 && events&(unix.POLLIN|unix.POLLPRI) != 0 && isInput(uint64(fd)) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// readMem reads len(dst) bytes of the process's memory at addr.
+func readMem(dir string, addr uint64, dst []byte) bool {
+	f, err := os.Open(dir + "/mem")
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	n, err := f.ReadAt(dst, int64(addr))
+	return err == nil && n == len(dst)
+}

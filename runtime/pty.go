@@ -1,0 +1,216 @@
+package runtime
+
+import (
+	"strings"
+	"sync"
+
+	"github.com/sandbox-runtime/sandbox-runtime/procgroup"
+)
+
+// Terminal limits and defaults.
+const (
+	// MaxTerminalSize bounds cols and rows (both 1..MaxTerminalSize).
+	MaxTerminalSize = 1000
+	// DefaultTerm is TERM of a terminal command unless the request sets it.
+	DefaultTerm = "xterm-256color"
+	// maxTermLen bounds the "term" name.
+	maxTermLen = 64
+)
+
+// PTYRequest asks for a command on a pseudo-terminal (CreateRequest.PTY).
+type PTYRequest struct {
+	Cols, Rows int    // 1..MaxTerminalSize each
+	Term       string // TERM unless Envs sets it; "" means DefaultTerm
+}
+
+// PTYStatus is the terminal of a command in its Status.
+type PTYStatus struct {
+	Cols int    `json:"cols"`
+	Rows int    `json:"rows"`
+	Term string `json:"term"`
+}
+
+// ptySpec is a validated PTYRequest.
+type ptySpec struct {
+	cols, rows int
+	term       string
+}
+
+// terminal is the runtime side of a command's PTY. resizeMu serialises
+// resizes (so the size in the status is the kernel's); it is taken before
+// Command.mu, never after. Command.mu guards the other fields.
+type terminal struct {
+	resizeMu   sync.Mutex
+	cols, rows int
+	// lineOpen: the last byte queued for the terminal leaves a line pending in
+	// the line discipline (so a VEOF would only end that line).
+	lineOpen bool
+}
+
+func newTerminal(p *ptySpec) *terminal {
+	if p == nil {
+		return nil
+	}
+	return &terminal{cols: p.cols, rows: p.rows}
+}
+
+func normalizePTY(r *PTYRequest) (*ptySpec, error) {
+	if r == nil {
+		return nil, nil
+	}
+	if r.Cols < 1 || r.Cols > MaxTerminalSize || r.Rows < 1 || r.Rows > MaxTerminalSize {
+		return nil, invalidf("pty cols and rows must be between 1 and %d (got %d x %d)", MaxTerminalSize, r.Cols, r.Rows)
+	}
+	term := r.Term
+	if term == "" {
+		term = DefaultTerm
+	}
+	if len(term) > maxTermLen || strings.ContainsFunc(term, func(r rune) bool { return r <= ' ' || r >= 0x7f || r == '=' }) {
+		return nil, invalidf("pty term must be 1 to %d printable ASCII characters without spaces or '=' (got %q)", maxTermLen, r.Term)
+	}
+	return &ptySpec{cols: r.Cols, rows: r.Rows, term: term}, nil
+}
+
+func (p *ptySpec) equal(o *ptySpec) bool {
+	if p == nil || o == nil {
+		return p == o
+	}
+	return *p == *o
+}
+
+// winsize is the procgroup form of the spec; nil without a terminal.
+func (p *ptySpec) winsize() *procgroup.Winsize {
+	if p == nil {
+		return nil
+	}
+	return &procgroup.Winsize{Cols: uint16(p.cols), Rows: uint16(p.rows)}
+}
+
+// environ is the environment of the command: the runtime's, the request's
+// envs, and TERM for a terminal unless envs names it.
+func (s spec) environ(base []string) []string {
+	envs := s.envs
+	if _, ok := envs["TERM"]; s.pty != nil && !ok {
+		envs = make(map[string]string, len(s.envs)+1)
+		for k, v := range s.envs {
+			envs[k] = v
+		}
+		envs["TERM"] = s.pty.term
+	}
+	return buildEnv(base, envs)
+}
+
+// IsTerminal reports whether the command runs on a pseudo-terminal.
+func (c *Command) IsTerminal() bool { return c.term != nil }
+
+// ptyStatus adds the terminal fields to a status snapshot; c.mu is held.
+// waiting is the WaitingForInput answer taken before the snapshot.
+func (c *Command) ptyStatus(s *Status, waiting bool) {
+	if c.term != nil {
+		s.PTY = &PTYStatus{Cols: c.term.cols, Rows: c.term.rows, Term: c.spec.pty.term}
+		// A terminal's output is one stream, kept in the ring as ringbuf.PTY.
+		s.PTYBytes = s.NextCursor - s.StdoutBytes - s.StderrBytes
+	}
+	if c.term != nil || c.spec.stdin {
+		w := waiting && !s.State.Finished()
+		s.WaitingForInput = &w
+	}
+}
+
+// waitingForInput asks the process whether it is blocked reading its
+// terminal or stdin pipe (see procgroup.Process.WaitingForInput). It reads
+// /proc, so it is called without Command.mu held.
+func (c *Command) waitingForInput() bool {
+	if c.term == nil && !c.spec.stdin {
+		return false
+	}
+	c.mu.Lock()
+	p, running := c.proc, c.state == StateRunning
+	c.mu.Unlock()
+	return p != nil && running && p.WaitingForInput()
+}
+
+// Resize sets the size of the command's terminal; the kernel sends SIGWINCH
+// to the terminal's foreground process group. ErrInvalid for a size outside
+// 1..MaxTerminalSize, ErrNotTerminal for a command without a PTY,
+// ErrFinished once it has finished.
+func (c *Command) Resize(cols, rows int) (Status, error) {
+	if c.term == nil {
+		return c.Status(), errorf(ErrNotTerminal, "command %s has no terminal (create it with \"pty\")", c.id)
+	}
+	if cols < 1 || cols > MaxTerminalSize || rows < 1 || rows > MaxTerminalSize {
+		return c.Status(), invalidf("cols and rows must be between 1 and %d (got %d x %d)", MaxTerminalSize, cols, rows)
+	}
+	c.mu.Lock()
+	finished := c.state.Finished()
+	c.mu.Unlock()
+	if finished {
+		return c.Status(), errorf(ErrFinished, "command %s has finished", c.id)
+	}
+	c.term.resizeMu.Lock()
+	err := c.proc.Resize(procgroup.Winsize{Cols: uint16(cols), Rows: uint16(rows)})
+	if err == nil {
+		c.mu.Lock()
+		c.term.cols, c.term.rows = cols, rows
+		c.mu.Unlock()
+	}
+	c.term.resizeMu.Unlock()
+	if err != nil {
+		// The master is closed only once the command is ending.
+		return c.Status(), errorf(ErrFinished, "command %s is ending: %v", c.id, err)
+	}
+	return c.Status(), nil
+}
+
+// writeTerminal is WriteStdin for a command on a terminal: data goes to the
+// terminal as raw bytes (the line discipline turns Ctrl-C into SIGINT, and
+// echoes in canonical mode), and eof writes the terminal's VEOF character
+// rather than closing anything, so the terminal stays usable. When the bytes
+// before it leave a line pending, VEOF is written twice in canonical mode:
+// the first ends the pending line, the second reads as end of file. Stdin of
+// a terminal is never closed; the answer's closed is false.
+func (c *Command) writeTerminal(data []byte, eof bool) (int, bool, error) {
+	var veof byte
+	canonical := false
+	if eof {
+		var err error
+		if veof, canonical, err = c.proc.TerminalEOF(); err != nil {
+			return 0, false, errorf(ErrFinished, "command %s is ending: %v", c.id, err)
+		}
+		if veof == 0 { // _POSIX_VDISABLE: the program switched EOF off
+			return 0, false, errorf(ErrConflict, "the terminal of command %s has no EOF character (VEOF is disabled)", c.id)
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	lineOpen := c.term.lineOpen
+	if len(data) > 0 {
+		b := data[len(data)-1]
+		lineOpen = b != '\n' && b != '\r' && b != 0x04 && (veof == 0 || b != veof)
+	}
+	chunk := data
+	if eof {
+		chunk = append(append([]byte(nil), data...), veof)
+		if canonical && lineOpen {
+			chunk = append(chunk, veof)
+		}
+		lineOpen = false
+	}
+	q := &c.stdin
+	switch {
+	case c.state.Finished():
+		return 0, false, errorf(ErrFinished, "command %s has finished", c.id)
+	case q.queued+len(chunk) > c.m.cfg.StdinLimit:
+		return 0, false, errorf(ErrStdinFull, "stdin queue holds %d of %d bytes; %d more do not fit", q.queued, c.m.cfg.StdinLimit, len(chunk))
+	}
+	if len(chunk) > 0 {
+		q.chunks = append(q.chunks, append([]byte(nil), chunk...))
+		q.queued += len(chunk)
+	}
+	c.term.lineOpen = lineOpen
+	select {
+	case q.wake <- struct{}{}:
+	default:
+	}
+	return len(data), false, nil
+}

@@ -1,0 +1,362 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sandbox-runtime/sandbox-runtime/ringbuf"
+)
+
+// ptyFDs counts this process's open terminal masters (/dev/ptmx) and slaves
+// (/dev/pts/N).
+func ptyFDs(t testing.TB) (masters, slaves int) {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		l, err := os.Readlink("/proc/self/fd/" + e.Name())
+		switch {
+		case err != nil:
+		case l == "/dev/ptmx" || strings.HasPrefix(l, "/dev/pts/ptmx"):
+			masters++
+		case strings.HasPrefix(l, "/dev/pts/"):
+			slaves++
+		}
+	}
+	return masters, slaves
+}
+
+func ptyReq(argv ...string) CreateRequest {
+	return CreateRequest{Argv: argv, PTY: &PTYRequest{Cols: 80, Rows: 24}}
+}
+
+// TestPTYNoLeaksAfter500Commands: 500 terminal commands (most exit at once,
+// every tenth is a cat that is asked for its status, written to, resized
+// and killed) leave no terminal, descriptor or goroutine behind.
+func TestPTYNoLeaksAfter500Commands(t *testing.T) {
+	m := newManager(t, func(c *Config) { c.MaxRetained = 16; c.KillGrace = 100 * time.Millisecond })
+	waitDone(t, mustCreate(t, m, ptyReq("true"))) // warm up pools and the reaper
+	runtime.GC()
+	fds, gor := fdCount(t), runtime.NumGoroutine()
+	masters, slaves := ptyFDs(t)
+	// The counter sees a live terminal: one master, and no slave (the
+	// child's copies are closed in the daemon after the fork).
+	live := mustCreate(t, m, ptyReq("cat"))
+	if ms, ss := ptyFDs(t); ms != masters+1 || ss != slaves {
+		t.Fatalf("with one terminal: ptmx %d, pts %d; want %d and %d", ms, ss, masters+1, slaves)
+	}
+	live.Kill(context.Background())
+	sem := make(chan struct{}, 8)
+	var wg sync.WaitGroup
+	for i := 0; i < 500; i++ {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			req := ptyReq("true")
+			if i%10 == 0 {
+				req = ptyReq("cat")
+			}
+			for {
+				st, _, err := m.Create(req)
+				if errors.Is(err, ErrTooManyRunning) {
+					runtime.Gosched()
+					continue
+				}
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				c, err := m.Get(st.CommandID)
+				if err != nil {
+					return // evicted already
+				}
+				if i%10 == 0 {
+					c.Status()
+					c.WriteStdin([]byte("x\n"), false)
+					c.Resize(100, 30)
+					c.Kill(context.Background())
+				}
+				<-c.Done()
+				return
+			}
+		}()
+	}
+	wg.Wait()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		runtime.GC()
+		f, g := fdCount(t), runtime.NumGoroutine()
+		ms, ss := ptyFDs(t)
+		if f <= fds && g <= gor+2 && ms <= masters && ss <= slaves {
+			t.Logf("fds %d→%d, ptmx %d→%d, pts %d→%d, goroutines %d→%d", fds, f, masters, ms, slaves, ss, gor, g)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("leak: fds %d→%d, ptmx %d→%d, pts %d→%d, goroutines %d→%d", fds, f, masters, ms, slaves, ss, gor, g)
+		}
+		runtime.Gosched()
+	}
+}
+
+// TestPTYRequestValidation: the limits of "pty", TERM, and idempotency.
+func TestPTYRequestValidation(t *testing.T) {
+	m := newManager(t, nil)
+	for _, p := range []PTYRequest{{0, 24, ""}, {80, 0, ""}, {1001, 24, ""}, {80, 1001, ""}, {-5, 24, ""},
+		{80, 24, "a b"}, {80, 24, "x=y"}, {80, 24, strings.Repeat("x", 65)}, {80, 24, "é"}} {
+		if _, _, err := m.Create(CreateRequest{Argv: []string{"true"}, PTY: &p}); !errors.Is(err, ErrInvalid) {
+			t.Errorf("pty %+v: err %v; want ErrInvalid", p, err)
+		}
+	}
+	for _, p := range []PTYRequest{{1, 1, ""}, {1000, 1000, "vt100"}} {
+		c := mustCreate(t, m, CreateRequest{Argv: []string{"true"}, PTY: &p})
+		st := waitDone(t, c)
+		if st.PTY == nil || st.PTY.Cols != p.Cols || st.PTY.Rows != p.Rows || !st.Stdin {
+			t.Errorf("pty %+v: status pty %+v stdin %v", p, st.PTY, st.Stdin)
+		}
+	}
+
+	// An idempotent re-post must match the terminal too.
+	id := "6f0c5a52-3c1e-4c59-9a43-5e4c0d2b9a11"
+	r := CreateRequest{Argv: []string{"cat"}, CommandID: id, PTY: &PTYRequest{Cols: 80, Rows: 24}}
+	if _, created, err := m.Create(r); err != nil || !created {
+		t.Fatalf("create: %v %v", created, err)
+	}
+	if _, created, err := m.Create(r); err != nil || created {
+		t.Errorf("same re-post: created %v err %v; want the existing command", created, err)
+	}
+	for _, o := range []CreateRequest{
+		{Argv: []string{"cat"}, CommandID: id, PTY: &PTYRequest{Cols: 81, Rows: 24}},
+		{Argv: []string{"cat"}, CommandID: id, PTY: &PTYRequest{Cols: 80, Rows: 24, Term: "vt100"}},
+		{Argv: []string{"cat"}, CommandID: id, Stdin: true},
+	} {
+		if _, _, err := m.Create(o); !errors.Is(err, ErrConflict) {
+			t.Errorf("re-post %+v: err %v; want ErrConflict", o.PTY, err)
+		}
+	}
+	c, _ := m.Get(id)
+	c.Kill(context.Background())
+}
+
+// TestPTYSignalAndStream: output is one stream (ringbuf.PTY) and signals reach
+// the foreground job.
+func TestPTYSignalAndStream(t *testing.T) {
+	m := newManager(t, nil)
+	c := mustCreate(t, m, ptyReq("sh", "-c", "echo out; echo err >&2"))
+	st := waitDone(t, c)
+	res, err := c.Read(0, 1<<20, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got string
+	for _, r := range res.Records {
+		if r.Stream != ringbuf.PTY {
+			t.Errorf("record stream %v; want pty", r.Stream)
+		}
+		got += string(r.Data)
+	}
+	if got != "out\r\nerr\r\n" || st.PTYBytes != int64(len(got)) || st.StdoutBytes != 0 || st.StderrBytes != 0 {
+		t.Errorf("output %q, pty_bytes %d, stdout %d, stderr %d; want out and err on the terminal, counted as pty_bytes",
+			got, st.PTYBytes, st.StdoutBytes, st.StderrBytes)
+	}
+
+	c = mustCreate(t, m, ptyReq("sleep", "100"))
+	if _, err := c.Signal(2); err != nil {
+		t.Fatal(err)
+	}
+	if st := waitDone(t, c); st.State != StateExited || st.Signal == nil || *st.Signal != "SIGINT" {
+		t.Errorf("after SIGINT: %s %v; want exited by SIGINT", st.State, st.Signal)
+	}
+}
+
+// TestPTYConcurrentUse: status, stdin (with eof), resize and signal from
+// many goroutines at once on one terminal neither deadlock nor race, and the
+// last resize is what the status shows.
+func TestPTYConcurrentUse(t *testing.T) {
+	m := newManager(t, nil)
+	c := mustCreate(t, m, ptyReq("sh", "-c", "while read x; do :; done"))
+	var wg sync.WaitGroup
+	for g := 0; g < 4; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 200; i++ {
+				switch i % 4 {
+				case 0:
+					c.Status()
+				case 1:
+					if _, _, err := c.WriteStdin([]byte("x\n"), false); err != nil && !errors.Is(err, ErrStdinFull) {
+						t.Error(err)
+					}
+				case 2:
+					if _, err := c.Resize(50+g, 20+i%10); err != nil {
+						t.Error(err)
+					}
+				case 3:
+					c.Signal(28) // SIGWINCH: harmless
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if _, err := c.Resize(77, 33); err != nil {
+		t.Fatal(err)
+	}
+	if st := c.Status(); st.PTY.Cols != 77 || st.PTY.Rows != 33 || st.State != StateRunning {
+		t.Errorf("after the storm: %s pty %+v; want running 77x33", st.State, st.PTY)
+	}
+	c.WriteStdin(nil, true) // VEOF at the start of a line: read ends the loop
+	if st := waitDone(t, c); st.State != StateExited || *st.ExitCode != 0 {
+		t.Errorf("after eof: %s %v; want exited 0", st.State, *st.ExitCode)
+	}
+}
+
+// sessionAlive lists the live members of session sid.
+func sessionAlive(t *testing.T, sid int) []string {
+	t.Helper()
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range ents {
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		s := string(b)
+		f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+		if len(f) > 3 && f[3] == strconv.Itoa(sid) && f[0] != "Z" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// TestPTYShutdownEndsSession: shutdown ends a terminal whose shell and a job
+// in another process group ignore SIGTERM and SIGHUP: state terminated,
+// nothing of the session left.
+func TestPTYShutdownEndsSession(t *testing.T) {
+	m := newManager(t, func(c *Config) { c.KillGrace = 200 * time.Millisecond })
+	// The job runs in its own process group (set -m), in the background.
+	c := mustCreate(t, m, ptyReq("sh", "-c", `set -m; trap '' TERM HUP; sh -c "trap '' TERM HUP; echo job; exec sleep 1000" & wait`))
+	waitOutput(t, c, "job")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := m.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if st := c.Status(); st.State != StateTerminated || st.Signal == nil || *st.Signal != "SIGKILL" {
+		t.Errorf("after shutdown: %s %v; want terminated by SIGKILL", st.State, st.Signal)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for len(sessionAlive(t, c.Status().PID)) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("session members left after shutdown: %q", sessionAlive(t, c.Status().PID))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// waitOutput waits until the retained output of c holds want.
+func waitOutput(t *testing.T, c *Command, want string) string {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		n := c.Notify()
+		res, err := c.Read(0, 1<<20, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b strings.Builder
+		for _, r := range res.Records {
+			b.Write(r.Data)
+		}
+		if strings.Contains(b.String(), want) {
+			return b.String()
+		}
+		select {
+		case <-n:
+		case <-time.After(time.Until(deadline)):
+			t.Fatalf("output %q never held %q", b.String(), want)
+		}
+	}
+}
+
+// TestPTYLimits: terminals count against the running limit, and their ring
+// is bounded like any other (oldest output dropped, pty_bytes counts all).
+func TestPTYLimits(t *testing.T) {
+	m := newManager(t, func(c *Config) { c.MaxRunning = 2; c.OutputLimit = 4096; c.StdinLimit = 64 })
+	a := mustCreate(t, m, ptyReq("cat"))
+	if _, _, err := a.WriteStdin(make([]byte, 65), false); !errors.Is(err, ErrStdinFull) {
+		t.Errorf("65 bytes into a 64-byte stdin queue: %v; want ErrStdinFull", err)
+	}
+	b := mustCreate(t, m, ptyReq("cat"))
+	if _, _, err := m.Create(ptyReq("cat")); !errors.Is(err, ErrTooManyRunning) {
+		t.Errorf("third terminal: %v; want ErrTooManyRunning", err)
+	}
+	a.Kill(context.Background())
+	b.Kill(context.Background())
+
+	c := mustCreate(t, m, ptyReq("sh", "-c", "i=0; while [ $i -lt 2000 ]; do echo line-$i; i=$((i+1)); done"))
+	st := waitDone(t, c)
+	var want int64
+	for i := 0; i < 2000; i++ {
+		want += int64(len("line-"+strconv.Itoa(i)) + 2)
+	}
+	if !st.Truncated || st.PTYBytes != want || st.RetainedFrom != want-4096 {
+		t.Errorf("truncated %v pty_bytes %d retained_from %d; want true, %d, %d", st.Truncated, st.PTYBytes, st.RetainedFrom, want, want-4096)
+	}
+	res, err := c.Read(0, 1<<20, nil, nil)
+	if err != nil || !res.Gap || res.GapFrom != want-4096 {
+		t.Errorf("read from 0: gap %v from %d, err %v; want a gap to %d", res.Gap, res.GapFrom, err, want-4096)
+	}
+	if last := res.Records[len(res.Records)-1]; !strings.HasSuffix(string(last.Data), "line-1999\r\n") {
+		t.Errorf("last retained bytes %q; want the end of the output", tail(last.Data))
+	}
+}
+
+func tail(b []byte) []byte { return b[max(0, len(b)-64):] }
+
+// TestPTYKillWithBlockedInput: a terminal whose program never reads, with
+// a full input queue and a writer blocked on the master, ends on kill and
+// leaves no goroutine or descriptor behind.
+func TestPTYKillWithBlockedInput(t *testing.T) {
+	m := newManager(t, func(c *Config) { c.KillGrace = 100 * time.Millisecond })
+	waitDone(t, mustCreate(t, m, ptyReq("true")))
+	runtime.GC()
+	fds, gor := fdCount(t), runtime.NumGoroutine()
+	c := mustCreate(t, m, ptyReq("sleep", "100"))
+	chunk := []byte(strings.Repeat("y", 64<<10))
+	for i := 0; i < 16; i++ {
+		if _, _, err := c.WriteStdin(chunk, false); err != nil {
+			t.Fatalf("write %d: %v", i, err)
+		}
+	}
+	st, err := c.Kill(context.Background())
+	if err != nil || st.State != StateCancelled {
+		t.Fatalf("kill: %s %v; want cancelled", st.State, err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		runtime.GC()
+		f, g := fdCount(t), runtime.NumGoroutine()
+		if f <= fds && g <= gor {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("leak: fds %d→%d goroutines %d→%d", fds, f, gor, g)
+		}
+		runtime.Gosched()
+	}
+}
