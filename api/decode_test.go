@@ -23,7 +23,7 @@ func TestDecodeJSONRefusesSmuggledKeys(t *testing.T) {
 	}
 	r, _ := http.NewRequest("POST", "/v1/commands", strings.NewReader(`{"argv":["a"],"envs":{"A":"1"},"timeout":2}`))
 	var b createBody
-	if err := decodeJSON(r, &b, false); err != nil || b.Argv[0] != "a" || b.Envs["A"] != "1" {
+	if err := decodeJSON(r, &b, false); err != nil || b.Argv[0] != "a" || *b.Envs["A"] != "1" {
 		t.Fatalf("a plain body: %v %+v", err, b)
 	}
 }
