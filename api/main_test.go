@@ -67,7 +67,9 @@ func newTestServer(t testing.TB, mutate func(*runtime.Config, *Options)) *testSe
 	}
 	metrics.Bind(m, testReaper.OrphansReaped)
 	s := New(m, opts)
-	hs := httptest.NewServer(s.Handler())
+	hs := httptest.NewUnstartedServer(s.Handler())
+	hs.Config.ConnContext = ConnContext // as main does
+	hs.Start()
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -22,6 +23,11 @@ const (
 	maxEventData  = 32 << 10 // output bytes in one event
 	maxReadBytes  = 64 << 10 // output bytes copied out of the ring per read
 	sinkFlushSize = 64 << 10 // an NDJSON sink writes once it holds this much
+	// streamUnsentLimit bounds the bytes of a stream's connection that the
+	// kernel holds unsent (see limitUnsent). With autotuning alone a
+	// loopback send buffer grows to 4 MiB, 13 s of a 300 KB/s reader,
+	// all of which stands between max_wait and the `end` line.
+	streamUnsentLimit = 16 << 10
 )
 
 // event is one line of the event stream (CONTRACT §4). Output events are
@@ -297,11 +303,55 @@ func appendJSONText(dst, s []byte) ([]byte, bool) {
 	}
 }
 
+// Deadlines of an NDJSON stream. Every write has one, so a client that
+// stops reading costs its buffers for a bounded time and never holds a
+// handler (or shutdown) beyond it.
+const (
+	// streamWriteWait bounds one write: a client that does not take a
+	// batch (at most sinkFlushSize bytes) within it is disconnected.
+	streamWriteWait = 10 * time.Second
+	// streamEndGrace is how long after its window a stream may still
+	// write: a write in progress at max_wait, then the `end` line. Past it
+	// the connection is cut; the client re-opens at its last next_cursor
+	// and loses nothing.
+	streamEndGrace = time.Second
+	// streamShutdownGrace is how long a stream may still write once
+	// shutdown has ended the streams (EndStreams): enough for the `end`
+	// line to a reading client, short enough for a 2 s shutdown budget.
+	streamShutdownGrace = 500 * time.Millisecond
+)
+
 // ndjsonSink writes events as lines of an HTTP response.
 type ndjsonSink struct {
 	w   http.ResponseWriter
 	rc  *http.ResponseController
 	buf []byte
+
+	mu    sync.Mutex // guards limit and serialises setting the write deadline
+	limit time.Time  // no write may last past this; zero: none
+}
+
+// armDeadline sets the connection's write deadline for the next write:
+// streamWriteWait from now, or the stream's limit if that is sooner.
+func (n *ndjsonSink) armDeadline() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	d := time.Now().Add(streamWriteWait)
+	if !n.limit.IsZero() && n.limit.Before(d) {
+		d = n.limit
+	}
+	n.rc.SetWriteDeadline(d)
+}
+
+// lower brings the stream's limit forward to t (never back) and applies it
+// at once, to a write in progress too. It may be called from any goroutine.
+func (n *ndjsonSink) lower(t time.Time) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.limit.IsZero() || t.Before(n.limit) {
+		n.limit = t
+		n.rc.SetWriteDeadline(t)
+	}
 }
 
 func (n *ndjsonSink) event(obj []byte) error {
@@ -324,6 +374,7 @@ func (n *ndjsonSink) commit(buf []byte) error {
 }
 
 func (n *ndjsonSink) flush() error {
+	n.armDeadline()
 	if len(n.buf) > 0 {
 		if _, err := n.w.Write(n.buf); err != nil {
 			return err
@@ -346,8 +397,19 @@ func (s *Server) streamNDJSON(w http.ResponseWriter, r *http.Request, c *runtime
 	h.Set("Content-Type", "application/x-ndjson")
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Accel-Buffering", "no")
+	// The write deadlines below stay on the connection after the response
+	// (net/http resets them only with Server.WriteTimeout): a stream's
+	// connection is not reused.
+	h.Set("Connection", "close")
 	w.WriteHeader(code)
+	if c := requestConn(r.Context()); c != nil {
+		limitUnsent(c, streamUnsentLimit)
+	}
 	sink := &ndjsonSink{w: w, rc: http.NewResponseController(w)}
+	sink.lower(time.Now().Add(window + streamEndGrace))
+	// Shutdown ends the stream with an `end` line (streamEvents); a write
+	// blocked on a client that does not read must not hold it longer.
+	defer context.AfterFunc(s.streamsCtx, func() { sink.lower(time.Now().Add(streamShutdownGrace)) })()
 	if first != nil {
 		sink.event(first)
 	}

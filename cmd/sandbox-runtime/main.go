@@ -132,6 +132,7 @@ func run(ctx context.Context, stopSignals func(), cfg *config, log *zap.Logger, 
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          zap.NewStdLog(log.Named("http")),
 		BaseContext:       func(net.Listener) context.Context { return context.Background() },
+		ConnContext:       api.ConnContext, // streams bound what the kernel queues for a slow reader
 	}
 	log.Info("listening",
 		zap.String("addr", ln.Addr().String()),
