@@ -57,9 +57,9 @@ import (
 // before it (or the attach cursor), so "re-open with the next_cursor of the
 // last frame" still holds.
 //
-// Origins are not checked (CheckOrigin allows all): the runtime is reached
-// only through the broker, which authenticates every request, and the
-// optional bearer token is checked before the upgrade like on every route.
+// A browser Origin other than the daemon's own host is refused (403) before
+// the upgrade unless it is allowed (origin.go); the optional bearer token is
+// checked before the upgrade like on every route.
 
 const (
 	// attachReadLimit bounds one client frame: a stdin frame as large as the
@@ -174,7 +174,7 @@ func (s *Server) attach(w http.ResponseWriter, r *http.Request) {
 		ReadBufferSize:   4 << 10,
 		WriteBufferSize:  32 << 10,
 		WriteBufferPool:  &attachWriteBuffers,
-		CheckOrigin:      func(*http.Request) bool { return true }, // the broker is the auth boundary
+		CheckOrigin:      s.origins.allows, // the middleware refused foreign origins already
 		Error:            upgradeError,
 	}
 	// The upgrade response is written by gorilla on the hijacked connection:

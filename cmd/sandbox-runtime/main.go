@@ -20,6 +20,7 @@
 //	--kill-grace-seconds          SANDBOX_KILL_GRACE_SECONDS          2
 //	--shutdown-timeout-seconds    SANDBOX_SHUTDOWN_TIMEOUT_SECONDS    25
 //	--heartbeat-seconds           SANDBOX_HEARTBEAT_SECONDS           10
+//	--allowed-origins             SANDBOX_ALLOWED_ORIGINS             none (only the daemon's own host)
 //	--log-level                   SANDBOX_LOG_LEVEL                   info
 //
 // No other package reads the environment.
@@ -118,6 +119,7 @@ func run(ctx context.Context, stopSignals func(), cfg *config, log *zap.Logger, 
 		BaseDir:           cfg.BaseDir,
 		TokenFile:         cfg.TokenFile,
 		HeartbeatInterval: cfg.HeartbeatInterval,
+		AllowedOrigins:    cfg.AllowedOrigins,
 		Logger:            log,
 		Metrics:           metrics,
 	})
