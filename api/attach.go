@@ -192,6 +192,7 @@ func (s *Server) attach(w http.ResponseWriter, r *http.Request) {
 	if tc, ok := conn.NetConn().(*net.TCPConn); ok {
 		tc.SetWriteBuffer(attachSendBuffer)
 	}
+	limitUnsent(conn.NetConn(), streamUnsentLimit) // pings and the close frame do not wait behind a full buffer
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	a := &attachment{

@@ -22,6 +22,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/gorilla/websocket"
+
+	"github.com/sandbox-runtime/sandbox-runtime/runtime"
 )
 
 // The stream property (CONTRACT §4): a client that re-opens at the
@@ -134,6 +136,23 @@ type propReader struct {
 	stdout, stderr []byte
 	events         int
 	done           bool // the exit event arrived
+	// model, when set, is the whole stdout of a stdout-only command whose
+	// ring is too small for it: gaps are expected (each must start at the
+	// previous next_cursor), and every output event must hold exactly the
+	// bytes of model at its cursor.
+	model []byte
+	gaps  int
+	// pause, when set, is the longest pause before a re-open: a reader
+	// that falls behind, so that the ring is evicted under it.
+	pause time.Duration
+}
+
+// beforeReopen paces a slow reader (the sleep is the reader's slowness,
+// not synchronisation).
+func (p *propReader) beforeReopen(rng *rand.Rand) {
+	if p.pause > 0 {
+		time.Sleep(time.Duration(rng.Int64N(int64(p.pause))))
+	}
 }
 
 // event processes one event object; it returns false after the last event
@@ -173,6 +192,11 @@ func (p *propReader) event(line []byte) bool {
 		if want := *ev.Cursor + int64(len(b)); *ev.NextCursor != want {
 			p.t.Fatalf("output next_cursor %d; want cursor+len = %d", *ev.NextCursor, want)
 		}
+		if p.model != nil {
+			if ev.Stream != "stdout" || *ev.NextCursor > int64(len(p.model)) || !bytes.Equal(b, p.model[*ev.Cursor:*ev.NextCursor]) {
+				p.t.Fatalf("output event at %d (%d bytes, %s) does not hold the bytes written there", *ev.Cursor, len(b), ev.Stream)
+			}
+		}
 		switch ev.Stream {
 		case "stdout":
 			p.stdout = append(p.stdout, b...)
@@ -182,7 +206,13 @@ func (p *propReader) event(line []byte) bool {
 			p.t.Fatalf("output event stream %q", ev.Stream)
 		}
 	case "gap":
-		p.t.Fatalf("gap event %s: the output fits in the ring", line)
+		if p.model == nil {
+			p.t.Fatalf("gap event %s: the output fits in the ring", line)
+		}
+		if ev.Cursor == nil || *ev.Cursor != p.next || ev.DroppedBytes == nil || *ev.Cursor+*ev.DroppedBytes != *ev.NextCursor || *ev.DroppedBytes <= 0 {
+			p.t.Fatalf("gap event %s after next_cursor %d: want cursor = %d and cursor + dropped_bytes = next_cursor", line, p.next, p.next)
+		}
+		p.gaps++
 	case "heartbeat":
 		if *ev.NextCursor != p.next {
 			p.t.Fatalf("heartbeat next_cursor %d; want %d", *ev.NextCursor, p.next)
@@ -227,11 +257,16 @@ func (p *propReader) check(pc propCase, what string) {
 // readNDJSON reads the stream from p.next until exit, closing the
 // connection after a random number of events and re-opening at p.next.
 func readNDJSON(t *testing.T, ts *testServer, rng *rand.Rand, pc propCase) *propReader {
-	p := &propReader{t: t}
+	return readNDJSONInto(&propReader{t: t}, ts, rng, pc)
+}
+
+func readNDJSONInto(p *propReader, ts *testServer, rng *rand.Rand, pc propCase) *propReader {
+	t := p.t
 	for opens := 0; !p.done; opens++ {
 		if opens > 2000 {
 			t.Fatalf("no exit after %d re-opens (next_cursor %d)", opens, p.next)
 		}
+		p.beforeReopen(rng)
 		q := "cursor=" + strconv.FormatInt(p.next, 10)
 		if rng.IntN(3) == 0 {
 			q += "&max_wait=0." + strconv.Itoa(1+rng.IntN(5))
@@ -270,11 +305,16 @@ func readNDJSON(t *testing.T, ts *testServer, rng *rand.Rand, pc propCase) *prop
 
 // readWS does the same over WebSocket attachments.
 func readWS(t *testing.T, ts *testServer, rng *rand.Rand, pc propCase) *propReader {
-	p := &propReader{t: t}
+	return readWSInto(&propReader{t: t}, ts, rng, pc)
+}
+
+func readWSInto(p *propReader, ts *testServer, rng *rand.Rand, pc propCase) *propReader {
+	t := p.t
 	for opens := 0; !p.done; opens++ {
 		if opens > 2000 {
 			t.Fatalf("no exit after %d re-attaches (next_cursor %d)", opens, p.next)
 		}
+		p.beforeReopen(rng)
 		ctx, cancel := context.WithTimeout(context.Background(), atTimeout)
 		ws, resp, err := websocket.DefaultDialer.DialContext(ctx, atWSURL(ts, pc.id, "cursor="+strconv.FormatInt(p.next, 10)), nil)
 		cancel()
@@ -371,6 +411,50 @@ func TestStreamCursorInsideCharacter(t *testing.T) {
 		}
 		if *ev.NextCursor%3 != 0 || ev.Encoding != "" || !utf8.ValidString(*ev.Data) {
 			t.Fatalf("event cursor %d next_cursor %d encoding %q: not on a character boundary of '€'*N", *ev.Cursor, *ev.NextCursor, ev.Encoding)
+		}
+	}
+}
+
+// TestStreamExactlyOnceWithGaps: the same property when the ring (64 KiB)
+// is far smaller than the output, read slowly enough that it is evicted
+// under the reader: every byte received is the byte written at its cursor,
+// every event starts at the previous next_cursor, and what is skipped is
+// announced by a gap.
+func TestStreamExactlyOnceWithGaps(t *testing.T) {
+	ts := newTestServer(t, func(c *runtime.Config, o *Options) {
+		atQuietAPI(c, o)
+		c.OutputLimit = 64 << 10
+	})
+	rng := propRand(t)
+	for round := range 2 {
+		for _, tr := range []struct {
+			name string
+			read func(*propReader, *testServer, *rand.Rand, propCase) *propReader
+		}{{"ndjson", readNDJSONInto}, {"websocket", readWSInto}} {
+			out := randomOutput(rng, 400<<10)
+			var spec []byte
+			for o := out; len(o) > 0; {
+				n := min(len(o), 1+rng.IntN(20000))
+				spec = appendSpecWrite(spec, 1, time.Duration(rng.IntN(4000))*time.Microsecond, o[:n])
+				o = o[n:]
+			}
+			path := filepath.Join(t.TempDir(), "spec")
+			if err := os.WriteFile(path, spec, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			exe, _ := os.Executable()
+			st := atCreate(t, ts, string(marshal(map[string]any{"argv": []string{exe}, "envs": map[string]string{helperWriteSpec: path}})))
+			pc := propCase{id: st.CommandID}
+			for _, mode := range []string{"live", "replayed"} {
+				p := tr.read(&propReader{t: t, model: out, pause: 60 * time.Millisecond}, ts, rng, pc)
+				if !p.done || p.next != int64(len(out)) {
+					t.Fatalf("round %d %s %s: done %v at next_cursor %d; want the exit at %d", round, tr.name, mode, p.done, p.next, len(out))
+				}
+				if mode == "replayed" && p.gaps == 0 {
+					t.Fatalf("round %d %s replayed: no gap, though the ring holds 64 KiB of %d", round, tr.name, len(out))
+				}
+				t.Logf("round %d %s %s: %d events, %d gaps, %d of %d bytes received", round, tr.name, mode, p.events, p.gaps, len(p.stdout), len(out))
+			}
 		}
 	}
 }
