@@ -118,3 +118,66 @@ func TestStreamUnreadEnds(t *testing.T) {
 	}
 	t.Logf("%d unread streams ended %v after the first opened (opening took %v)", n, time.Since(start), opened)
 }
+
+// TestStreamShutdownUnread: once shutdown ends the streams (EndStreams), a
+// stream whose client does not read is cut within streamShutdownGrace,
+// while one that reads, slowly, gets its `end` line (shutting_down).
+func TestStreamShutdownUnread(t *testing.T) {
+	ts := newTestServer(t, atQuietAPI)
+	st := atCreate(t, ts, `{"argv":["yes"],"timeout":120}`)
+	defer atDo(t, "POST", ts.URL+"/v1/commands/"+st.CommandID+"/kill", "", nil)
+	client := &http.Client{Transport: &http.Transport{MaxConnsPerHost: 10}}
+	defer client.CloseIdleConnections()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for range 5 {
+		req, _ := http.NewRequestWithContext(ctx, "GET", ts.URL+"/v1/commands/"+st.CommandID+"/output?max_wait=60", nil)
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close() // never read
+	}
+	req, _ := http.NewRequestWithContext(ctx, "GET", ts.URL+"/v1/commands/"+st.CommandID+"/output?max_wait=60", nil)
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	last := make(chan []byte, 1)
+	go func() {
+		br := bufio.NewReaderSize(&throttledReader{r: resp.Body, rate: 300e3}, 64<<10)
+		var l []byte
+		for {
+			line, err := br.ReadBytes('\n')
+			if len(line) > 0 && line[len(line)-1] == '\n' {
+				l = line
+			}
+			if err != nil {
+				last <- l
+				return
+			}
+		}
+	}()
+	metWaitGauge(t, ts, "stream_clients", 6)
+	start := time.Now()
+	ts.EndStreams()
+	for {
+		s, _ := metScrape(t, ts)
+		if s["sandbox_runtime_stream_clients"] == 0 {
+			break
+		}
+		if time.Since(start) > streamShutdownGrace+2*time.Second {
+			t.Fatalf("%v after EndStreams, stream_clients = %v; want 0", time.Since(start), s["sandbox_runtime_stream_clients"])
+		}
+		time.Sleep(20 * time.Millisecond) // polling a gauge the test cannot be told about
+	}
+	took := time.Since(start)
+	var ev atEvent
+	l := <-last
+	json.Unmarshal(bytes.TrimSpace(l), &ev)
+	if ev.Type != "end" || ev.Reason != "shutting_down" {
+		t.Errorf("the slow reader's last line: %.200s; want end shutting_down", l)
+	}
+	t.Logf("streams gone %v after EndStreams", took)
+}
