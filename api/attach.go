@@ -70,8 +70,9 @@ const (
 	// writer per attachment (event frames do not queue: see events).
 	attachQueue = 4
 	// attachShutdownGrace is how long closeAll lets attachments send their
-	// final frames before it closes their connections.
-	attachShutdownGrace = time.Second
+	// final frames before it closes their connections: that of NDJSON
+	// streams, so that both fit a 2 s shutdown budget together.
+	attachShutdownGrace = streamShutdownGrace
 	// attachSendBuffer is the kernel send buffer of an attached socket. A
 	// small one bounds how much output sits between the writer and the
 	// client, and so how long a ping waits behind it and how soon a client

@@ -75,7 +75,10 @@ type streamOptions struct {
 // pass, not only once the stream has caught up: a reader slower than the
 // command would otherwise keep a stream open for as long as there is
 // output. The sink bounds each write (see ndjsonSink), so one pass takes
-// at most one batch.
+// at most one batch. Once the window or shutdown has closed the stream, one
+// more read decides its last line: the exit event if the command has
+// finished and the rest fits in that read (a command ended by shutdown
+// still reports how it ended), `end` otherwise.
 func (s *Server) streamEvents(ctx context.Context, c *runtime.Command, o streamOptions, sink eventSink) error {
 	var (
 		buf    []byte
@@ -92,15 +95,18 @@ func (s *Server) streamEvents(ctx context.Context, c *runtime.Command, o streamO
 		defer hb.Stop()
 		hbC = hb.C
 	}
+	closing := "" // the reason of the `end` line, once the window or shutdown closed the stream
 	for {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-s.streamsCtx.Done():
-			return s.endEvent(sink, &line, "shutting_down", cursor)
-		case <-window.C:
-			return s.endEvent(sink, &line, "max_wait", cursor)
-		default:
+		if closing == "" {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-s.streamsCtx.Done():
+				closing = "shutting_down"
+			case <-window.C:
+				closing = "max_wait"
+			default:
+			}
 		}
 		notify := c.Notify()
 		res, err := c.Read(cursor, maxReadBytes, buf[:0], recs[:0])
@@ -108,6 +114,9 @@ func (s *Server) streamEvents(ctx context.Context, c *runtime.Command, o streamO
 			return err
 		}
 		buf, recs = res.Buf, res.Records
+		if closing != "" && !res.Done {
+			return s.endEvent(sink, &line, closing, cursor)
+		}
 		if res.Gap {
 			dropped := res.GapFrom - cursor
 			from := cursor
@@ -180,9 +189,9 @@ func (s *Server) streamEvents(ctx context.Context, c *runtime.Command, o streamO
 				return err
 			}
 		case <-window.C:
-			return s.endEvent(sink, &line, "max_wait", cursor)
+			closing = "max_wait"
 		case <-s.streamsCtx.Done():
-			return s.endEvent(sink, &line, "shutting_down", cursor)
+			closing = "shutting_down"
 		case <-ctx.Done():
 			return ctx.Err()
 		}
