@@ -36,11 +36,15 @@ import (
 //     the read limit makes the reader send close 1009 itself, through
 //     WriteControl, which gorilla allows concurrently with the writer.)
 //
-// The sink and the reader hand frames to the writer through a bounded
-// queue. A client that does not take its frames (the queue stays full for
-// writeWait) is disconnected; the generator never waits for longer than
-// that, and nothing else waits at all. Whatever happens to the socket, the
-// command is unaffected: only a kill frame ends it.
+// The generator hands its frames to the writer one at a time (an
+// unbuffered channel), so a client that does not read holds at most two
+// event frames (one being written, one waiting) besides the generator's
+// read buffer: the backlog stays in the ring, not in memory per client.
+// The reader hands error events through a small bounded queue. A client
+// that does not take its frames for writeWait is disconnected; the
+// generator never waits for longer than that, and nothing else waits at
+// all. Whatever happens to the socket, the command is unaffected: only a
+// kill frame ends it.
 //
 // Server → client frames are the event objects of CONTRACT §4, plus
 //
@@ -53,20 +57,22 @@ import (
 // before it (or the attach cursor), so "re-open with the next_cursor of the
 // last frame" still holds.
 //
-// Origins are not checked (CheckOrigin allows all): the runtime is reached
-// only through the broker, which authenticates every request, and the
-// optional bearer token is checked before the upgrade like on every route.
+// A browser Origin other than the daemon's own host is refused (403) before
+// the upgrade unless it is allowed (origin.go); the optional bearer token is
+// checked before the upgrade like on every route.
 
 const (
 	// attachReadLimit bounds one client frame: a stdin frame as large as the
 	// largest POST /stdin body, plus room for the JSON around it. A larger
 	// frame ends the connection (close code 1009).
 	attachReadLimit = maxJSONBody + 4<<10
-	// attachQueue is how many frames wait for the writer per attachment.
-	attachQueue = 16
+	// attachQueue is how many error events from the reader wait for the
+	// writer per attachment (event frames do not queue: see events).
+	attachQueue = 4
 	// attachShutdownGrace is how long closeAll lets attachments send their
-	// final frames before it closes their connections.
-	attachShutdownGrace = time.Second
+	// final frames before it closes their connections: that of NDJSON
+	// streams, so that both fit a 2 s shutdown budget together.
+	attachShutdownGrace = streamShutdownGrace
 	// attachSendBuffer is the kernel send buffer of an attached socket. A
 	// small one bounds how much output sits between the writer and the
 	// client, and so how long a ping waits behind it and how soon a client
@@ -124,8 +130,9 @@ type attachment struct {
 
 	cursor int64 // where the stream starts: next_cursor of error events before any event
 
-	out chan wsFrame // sink and reader → writer; bounded
-	ctl chan wsFrame // reader → writer: pongs and the close echo; dropped when full
+	events chan wsFrame // generator → writer: event frames and the close frame, in order; unbuffered
+	out    chan wsFrame // reader → writer: error events; bounded
+	ctl    chan wsFrame // reader → writer: pongs and the close echo; dropped when full
 
 	stop      chan struct{} // closed by abort: the writer ends at once
 	stopOnce  sync.Once
@@ -168,7 +175,7 @@ func (s *Server) attach(w http.ResponseWriter, r *http.Request) {
 		ReadBufferSize:   4 << 10,
 		WriteBufferSize:  32 << 10,
 		WriteBufferPool:  &attachWriteBuffers,
-		CheckOrigin:      func(*http.Request) bool { return true }, // the broker is the auth boundary
+		CheckOrigin:      s.origins.allows, // the middleware refused foreign origins already
 		Error:            upgradeError,
 	}
 	// The upgrade response is written by gorilla on the hijacked connection:
@@ -186,6 +193,7 @@ func (s *Server) attach(w http.ResponseWriter, r *http.Request) {
 	if tc, ok := conn.NetConn().(*net.TCPConn); ok {
 		tc.SetWriteBuffer(attachSendBuffer)
 	}
+	limitUnsent(conn.NetConn(), streamUnsentLimit) // pings and the close frame do not wait behind a full buffer
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	a := &attachment{
@@ -193,6 +201,7 @@ func (s *Server) attach(w http.ResponseWriter, r *http.Request) {
 		log:        s.log.With(zap.String("command_id", c.ID())),
 		pingPeriod: pingPeriod, pongWait: pongWait, writeWait: writeWait,
 		cursor:    cursor,
+		events:    make(chan wsFrame),
 		out:       make(chan wsFrame, attachQueue),
 		ctl:       make(chan wsFrame, 4),
 		stop:      make(chan struct{}),
@@ -230,34 +239,55 @@ func (a *attachment) generate(ctx context.Context) {
 		return // the connection is gone; the writer has ended or is ending
 	case err != nil:
 		a.log.Error("attach stream failed", zap.Error(err))
-		a.enqueue(errorFrame("internal", "internal error"))
+		a.enqueue(a.events, errorFrame("internal", "internal error"))
 		code = websocket.CloseInternalServerErr
 	}
-	a.enqueue(wsFrame{kind: websocket.CloseMessage, closeCode: code})
+	a.enqueue(a.events, wsFrame{kind: websocket.CloseMessage, closeCode: code})
 }
 
 // attachSink is the eventSink of an attachment: each event becomes a text
-// frame queued for the writer. heartbeat and flush do nothing (the writer
-// sends every frame at once, and pings keep the connection alive).
+// frame handed to the writer. heartbeat and flush do nothing (the writer
+// sends every frame at once, and pings keep the connection alive). Output
+// events are encoded straight into a pooled frame (bufferedSink).
 type attachSink struct {
 	a     *attachment
-	ended bool // the last event was an `end`
+	ended bool    // the last event was an `end`
+	cur   *[]byte // the pooled frame buffer() handed out, until commit
 }
 
 func (k *attachSink) event(obj []byte) error {
 	k.ended = bytes.HasPrefix(obj, []byte(`{"type":"end"`))
-	bp := framePool.Get().(*[]byte)
-	return k.a.enqueue(wsFrame{kind: websocket.TextMessage, data: append((*bp)[:0], obj...), pooled: bp})
+	return k.commit(append(k.buffer(), obj...))
+}
+
+func (k *attachSink) buffer() []byte {
+	if k.cur == nil {
+		k.cur = framePool.Get().(*[]byte)
+	}
+	return (*k.cur)[:0]
+}
+
+func (k *attachSink) commit(buf []byte) error {
+	bp := k.cur
+	k.cur = nil
+	*bp = buf
+	err := k.a.enqueue(k.a.events, wsFrame{kind: websocket.TextMessage, data: buf, pooled: bp})
+	if err != nil { // never reached the writer
+		*bp = buf[:0]
+		framePool.Put(bp)
+	}
+	return err
 }
 
 func (k *attachSink) flush() error          { return nil }
 func (k *attachSink) heartbeat(int64) error { return nil }
 
-// enqueue hands f to the writer. It waits at most writeWait for room in the
-// queue; a client that has not taken its frames by then is disconnected.
-func (a *attachment) enqueue(f wsFrame) error {
+// enqueue hands f to the writer through ch (a.events or a.out). It waits
+// at most writeWait; a client that has not taken its frames by then is
+// disconnected.
+func (a *attachment) enqueue(ch chan<- wsFrame, f wsFrame) error {
 	select {
-	case a.out <- f:
+	case ch <- f:
 		return nil
 	case <-a.writeDone:
 		return errAttachClosed
@@ -266,7 +296,7 @@ func (a *attachment) enqueue(f wsFrame) error {
 	t := time.NewTimer(a.writeWait)
 	defer t.Stop()
 	select {
-	case a.out <- f:
+	case ch <- f:
 		return nil
 	case <-a.writeDone:
 		return errAttachClosed
@@ -305,41 +335,15 @@ func (a *attachment) writeLoop() {
 	defer a.conn.Close()
 	ping := time.NewTicker(a.pingPeriod)
 	defer ping.Stop()
-	next := a.cursor // next_cursor of the last event frame written
-	var line []byte
+	w := frameWriter{a: a, next: a.cursor}
 	for {
 		select {
+		case f := <-a.events:
+			if !w.frame(f) {
+				return
+			}
 		case f := <-a.out:
-			switch f.kind {
-			case websocket.TextMessage:
-				if n, ok := frameNextCursor(f.data); ok {
-					next = n
-				}
-				err := a.write(websocket.TextMessage, f.data)
-				if f.pooled != nil {
-					*f.pooled = f.data[:0]
-					framePool.Put(f.pooled)
-				}
-				if err != nil {
-					return
-				}
-			case frameError:
-				line = appendErrorEvent(line[:0], f.data, next)
-				if a.write(websocket.TextMessage, line) != nil {
-					return
-				}
-			case websocket.CloseMessage:
-				if a.write(websocket.CloseMessage, websocket.FormatCloseMessage(f.closeCode, "")) != nil {
-					return
-				}
-				// Let the client answer the close, then hang up.
-				t := time.NewTimer(a.writeWait)
-				defer t.Stop()
-				select {
-				case <-a.readDone:
-				case <-a.stop:
-				case <-t.C:
-				}
+			if !w.frame(f) {
 				return
 			}
 		case f := <-a.ctl:
@@ -364,6 +368,48 @@ func (a *attachment) writeLoop() {
 			return
 		}
 	}
+}
+
+// frameWriter is the writer's state for event, error and close frames.
+type frameWriter struct {
+	a    *attachment
+	next int64  // next_cursor of the last event frame written
+	line []byte // error event encoding buffer
+}
+
+// frame writes f; false when the writer must end (after the close frame,
+// or on a write error).
+func (w *frameWriter) frame(f wsFrame) bool {
+	a := w.a
+	switch f.kind {
+	case websocket.TextMessage:
+		if n, ok := frameNextCursor(f.data); ok {
+			w.next = n
+		}
+		err := a.write(websocket.TextMessage, f.data)
+		if f.pooled != nil {
+			*f.pooled = f.data[:0]
+			framePool.Put(f.pooled)
+		}
+		return err == nil
+	case frameError:
+		w.line = appendErrorEvent(w.line[:0], f.data, w.next)
+		return a.write(websocket.TextMessage, w.line) == nil
+	case websocket.CloseMessage:
+		if a.write(websocket.CloseMessage, websocket.FormatCloseMessage(f.closeCode, "")) != nil {
+			return false
+		}
+		// Let the client answer the close, then hang up.
+		t := time.NewTimer(a.writeWait)
+		defer t.Stop()
+		select {
+		case <-a.readDone:
+		case <-a.stop:
+		case <-t.C:
+		}
+		return false
+	}
+	return true
 }
 
 // write sends one frame within writeWait. A client that does not take it
@@ -421,7 +467,7 @@ func (a *attachment) readLoop() {
 		}
 		if err != nil {
 			_, code := statusOf(err)
-			if a.enqueue(errorFrame(code, err.Error())) != nil {
+			if a.enqueue(a.out, errorFrame(code, err.Error())) != nil {
 				return
 			}
 		}

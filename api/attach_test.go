@@ -569,7 +569,7 @@ func TestAttachSlowClientDisconnected(t *testing.T) {
 		o.Logger = zap.New(logs)
 	})
 	// Far more than the slow client's socket buffers and queue can hold:
-	// 512 KiB at the client, 512 KiB at the server, 16 queued frames.
+	// 512 KiB at the client, 512 KiB at the server, two frames in hand.
 	const n = 6 << 20
 	argv, want := atGenerator(n)
 	// The output starts once both clients are attached.

@@ -3,6 +3,7 @@ package api
 import (
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strconv"
 	"syscall"
@@ -71,14 +72,37 @@ func (s *Server) info(w http.ResponseWriter, r *http.Request) {
 
 // createBody is the body of POST /v1/commands.
 type createBody struct {
-	Argv      []string          `json:"argv"`
-	Command   *string           `json:"command"`
-	Envs      map[string]string `json:"envs"`
-	Cwd       string            `json:"cwd"`
-	Timeout   *float64          `json:"timeout"`
-	Stdin     bool              `json:"stdin"`
-	CommandID string            `json:"command_id"`
-	PTY       *ptyBody          `json:"pty"`
+	Argv      []string           `json:"argv"`
+	Command   *string            `json:"command"`
+	Envs      map[string]*string `json:"envs"` // a null value is refused, not taken as ""
+	Cwd       string             `json:"cwd"`
+	Timeout   *float64           `json:"timeout"`
+	Stdin     bool               `json:"stdin"`
+	CommandID *string            `json:"command_id"` // present but empty is refused, not taken as absent
+	PTY       *ptyBody           `json:"pty"`
+}
+
+// request checks what the JSON decoder cannot and returns the runtime's
+// request: an env value must be a string (null is 400), and a command_id
+// that is given must be a UUID, so "" is 400 rather than "no id".
+func (b *createBody) request() (runtime.CreateRequest, error) {
+	req := runtime.CreateRequest{Argv: b.Argv, Command: b.Command, Cwd: b.Cwd, Timeout: b.Timeout, Stdin: b.Stdin, PTY: b.PTY.request()}
+	if b.Envs != nil {
+		req.Envs = make(map[string]string, len(b.Envs))
+		for k, v := range b.Envs {
+			if v == nil {
+				return req, badRequest(fmt.Sprintf("envs[%q] must be a string, not null", k))
+			}
+			req.Envs[k] = *v
+		}
+	}
+	if b.CommandID != nil {
+		if *b.CommandID == "" {
+			return req, badRequest(`command_id must be a UUID (got "")`)
+		}
+		req.CommandID = *b.CommandID
+	}
+	return req, nil
 }
 
 func (s *Server) createCommand(w http.ResponseWriter, r *http.Request) {
@@ -94,11 +118,12 @@ func (s *Server) createCommand(w http.ResponseWriter, r *http.Request) {
 		fail(w, err)
 		return
 	}
-	st, created, err := s.m.Create(runtime.CreateRequest{
-		Argv: b.Argv, Command: b.Command, Envs: b.Envs, Cwd: b.Cwd,
-		Timeout: b.Timeout, Stdin: b.Stdin, CommandID: b.CommandID,
-		PTY: b.PTY.request(),
-	})
+	req, err := b.request()
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	st, created, err := s.m.Create(req)
 	if err != nil {
 		fail(w, err)
 		return

@@ -18,8 +18,9 @@ import (
 const maxJSONBody = 1 << 20
 
 // decodeJSON decodes the body into v: exactly one JSON value, no unknown
-// fields, at most maxJSONBody bytes. An empty body decodes as {} when
-// allowEmpty is set.
+// fields, at most maxJSONBody bytes, sent with a JSON Content-Type (415
+// otherwise: a browser page cannot send one without a CORS preflight). An
+// empty body decodes as {} when allowEmpty is set, whatever its type.
 func decodeJSON(r *http.Request, v any, allowEmpty bool) error {
 	body := http.MaxBytesReader(nil, r.Body, maxJSONBody)
 	data, err := io.ReadAll(body)
@@ -29,6 +30,13 @@ func decodeJSON(r *http.Request, v any, allowEmpty bool) error {
 			return &httpError{kind: errRequestTooLarge, msg: fmt.Sprintf("request body is over %d bytes", maxJSONBody)}
 		}
 		return badRequest("reading the body: " + err.Error())
+	}
+	if len(data) > 0 && !isJSONType(r.Header.Get("Content-Type")) {
+		ct := r.Header.Get("Content-Type")
+		if ct == "" {
+			ct = "none"
+		}
+		return &httpError{kind: errUnsupportedMediaType, msg: fmt.Sprintf("the body must be sent with Content-Type: application/json (got %s)", ct)}
 	}
 	if len(strings.TrimSpace(string(data))) == 0 {
 		if allowEmpty {

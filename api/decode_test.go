@@ -15,6 +15,7 @@ func TestDecodeJSONRefusesSmuggledKeys(t *testing.T) {
 		{`{"argv":["true"],"bogus":1}`, `unknown field "bogus"`},
 	} {
 		r, _ := http.NewRequest("POST", "/v1/commands", strings.NewReader(tc.body))
+		r.Header.Set("Content-Type", "application/json")
 		var b createBody
 		err := decodeJSON(r, &b, false)
 		if !errors.Is(err, errBadRequest) || !strings.Contains(err.Error(), tc.want) {
@@ -22,8 +23,9 @@ func TestDecodeJSONRefusesSmuggledKeys(t *testing.T) {
 		}
 	}
 	r, _ := http.NewRequest("POST", "/v1/commands", strings.NewReader(`{"argv":["a"],"envs":{"A":"1"},"timeout":2}`))
+	r.Header.Set("Content-Type", "application/json")
 	var b createBody
-	if err := decodeJSON(r, &b, false); err != nil || b.Argv[0] != "a" || b.Envs["A"] != "1" {
+	if err := decodeJSON(r, &b, false); err != nil || b.Argv[0] != "a" || *b.Envs["A"] != "1" {
 		t.Fatalf("a plain body: %v %+v", err, b)
 	}
 }

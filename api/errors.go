@@ -28,6 +28,10 @@ var errRequestTooLarge = errors.New("request body too large")
 // errBadRequest marks a transport-level problem (bad JSON, bad query).
 var errBadRequest = errors.New("bad request")
 
+// errUnsupportedMediaType is returned by decodeJSON for a body whose
+// Content-Type is not JSON.
+var errUnsupportedMediaType = errors.New("unsupported media type")
+
 // httpError is a transport error with its own message.
 type httpError struct {
 	kind error
@@ -46,6 +50,8 @@ func statusOf(err error) (status int, code string) {
 		return http.StatusBadRequest, "invalid_request"
 	case errors.Is(err, errRequestTooLarge):
 		return http.StatusRequestEntityTooLarge, "too_large"
+	case errors.Is(err, errUnsupportedMediaType):
+		return http.StatusUnsupportedMediaType, "unsupported_media_type"
 	case errors.Is(err, errForbidden):
 		return http.StatusForbidden, "forbidden"
 	case errors.Is(err, runtime.ErrNotFound), errors.Is(err, errNoFile):

@@ -117,7 +117,9 @@ func fzClip(b []byte) string {
 }
 
 func fzRequest(body []byte) *http.Request {
-	return httptest.NewRequest("POST", "/v1/commands", bytes.NewReader(body))
+	r := httptest.NewRequest("POST", "/v1/commands", bytes.NewReader(body))
+	r.Header.Set("Content-Type", "application/json")
+	return r
 }
 
 // fzDecodeRoundTrip decodes body into a fresh T and, when accepted, checks

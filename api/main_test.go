@@ -18,6 +18,9 @@ import (
 var testReaper *procgroup.Reaper
 
 func TestMain(m *testing.M) {
+	if spec := os.Getenv(helperWriteSpec); spec != "" { // a child of a test: see runWriteSpec
+		os.Exit(runWriteSpec(spec))
+	}
 	r, err := procgroup.NewReaper(nil)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "reaper:", err)
@@ -64,7 +67,9 @@ func newTestServer(t testing.TB, mutate func(*runtime.Config, *Options)) *testSe
 	}
 	metrics.Bind(m, testReaper.OrphansReaped)
 	s := New(m, opts)
-	hs := httptest.NewServer(s.Handler())
+	hs := httptest.NewUnstartedServer(s.Handler())
+	hs.Config.ConnContext = ConnContext // as main does
+	hs.Start()
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()

@@ -32,6 +32,12 @@ type Options struct {
 	HeartbeatInterval time.Duration
 	Logger            *zap.Logger
 	Metrics           *Metrics // nil: no /metrics route data beyond the defaults
+
+	// AllowedOrigins is a comma-separated list of the browser origins
+	// (scheme://host[:port], or "*") allowed besides the daemon's own host,
+	// as SANDBOX_ALLOWED_ORIGINS; see origin.go. Entries that
+	// ParseAllowedOrigins refuses are ignored.
+	AllowedOrigins string
 }
 
 // Server serves the routes of CONTRACT §3 and §5. Create it with New.
@@ -50,6 +56,7 @@ type Server struct {
 	stopStreams context.CancelFunc
 	hijacked    *connSet
 	bodies      *bodyGate // requests reading a body (bodylimit.go)
+	origins     originPolicy
 }
 
 // route is one path of the route table. Each path is registered once; its
@@ -77,6 +84,7 @@ func New(m *runtime.Manager, opts Options) *Server {
 	s := &Server{m: m, opts: opts, log: opts.Logger.Named("api"), metrics: opts.Metrics, hijacked: newConnSet(), bodies: newBodyGate()}
 	s.streamsCtx, s.stopStreams = context.WithCancel(context.Background())
 	s.auth = newTokenAuth(opts.TokenFile)
+	s.origins = newOriginPolicy(opts.AllowedOrigins)
 	s.routes = s.routeTable()
 	mux := http.NewServeMux()
 	for _, r := range s.routes {
@@ -214,6 +222,9 @@ func (s *Server) middleware(mux *http.ServeMux) http.Handler {
 				zap.Int64("bytes", rec.bytes),
 				zap.Duration("duration", time.Since(start)))
 		}()
+		if !s.browserGate(rec, r) {
+			return
+		}
 		r, release, ok := s.bodies.admit(rec, r)
 		if !ok {
 			return

@@ -664,6 +664,16 @@ func specScenarioCommands(t *testing.T, c *specClient, ts *testServer) {
 		t.Errorf("metrics lack sandbox_runtime_commands_started_total")
 	}
 
+	// Browser refusals (CONTRACT §4b): a body that is not JSON, a foreign Origin.
+	r = c.do(t, specReq{method: "POST", path: "/v1/commands", body: []byte(`{"argv":["true"]}`), ctype: "text/plain", want: 415, specRejects: true})
+	if r.errorCode(t) != "unsupported_media_type" {
+		t.Errorf("415 code %q", r.errorCode(t))
+	}
+	r = c.do(t, specReq{method: "POST", path: "/v1/commands", json: map[string]any{"argv": []string{"true"}}, header: map[string]string{"Origin": "http://evil.example"}, want: 403})
+	if r.errorCode(t) != "forbidden" {
+		t.Errorf("403 code %q", r.errorCode(t))
+	}
+
 	// A command with stdout, stderr and non-UTF-8 output.
 	r = c.do(t, specReq{method: "POST", path: "/v1/commands", want: 201,
 		json: map[string]any{"argv": []string{"sh", "-c", `printf 'out\n'; printf 'err\n' >&2; printf '\377\376'`}, "envs": map[string]string{"SPEC": "1"}, "timeout": 30.5}})

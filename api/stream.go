@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -22,6 +23,11 @@ const (
 	maxEventData  = 32 << 10 // output bytes in one event
 	maxReadBytes  = 64 << 10 // output bytes copied out of the ring per read
 	sinkFlushSize = 64 << 10 // an NDJSON sink writes once it holds this much
+	// streamUnsentLimit bounds the bytes of a stream's connection that the
+	// kernel holds unsent (see limitUnsent). With autotuning alone a
+	// loopback send buffer grows to 4 MiB, 13 s of a 300 KB/s reader,
+	// all of which stands between max_wait and the `end` line.
+	streamUnsentLimit = 16 << 10
 )
 
 // event is one line of the event stream (CONTRACT §4). Output events are
@@ -64,6 +70,15 @@ type streamOptions struct {
 // streamEvents sends the events of c from o.cursor to sink until the
 // command's exit event, the end of the window, or the end of ctx (the client
 // went away: nothing more is sent). It never affects the command.
+//
+// The window, shutdown and the client's departure are checked on every
+// pass, not only once the stream has caught up: a reader slower than the
+// command would otherwise keep a stream open for as long as there is
+// output. The sink bounds each write (see ndjsonSink), so one pass takes
+// at most one batch. Once the window or shutdown has closed the stream, one
+// more read decides its last line: the exit event if the command has
+// finished and the rest fits in that read (a command ended by shutdown
+// still reports how it ended), `end` otherwise.
 func (s *Server) streamEvents(ctx context.Context, c *runtime.Command, o streamOptions, sink eventSink) error {
 	var (
 		buf    []byte
@@ -80,13 +95,28 @@ func (s *Server) streamEvents(ctx context.Context, c *runtime.Command, o streamO
 		defer hb.Stop()
 		hbC = hb.C
 	}
+	closing := "" // the reason of the `end` line, once the window or shutdown closed the stream
 	for {
+		if closing == "" {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-s.streamsCtx.Done():
+				closing = "shutting_down"
+			case <-window.C:
+				closing = "max_wait"
+			default:
+			}
+		}
 		notify := c.Notify()
 		res, err := c.Read(cursor, maxReadBytes, buf[:0], recs[:0])
 		if err != nil {
 			return err
 		}
 		buf, recs = res.Buf, res.Records
+		if closing != "" && !res.Done {
+			return s.endEvent(sink, &line, closing, cursor)
+		}
 		if res.Gap {
 			dropped := res.GapFrom - cursor
 			from := cursor
@@ -107,22 +137,25 @@ func (s *Server) streamEvents(ctx context.Context, c *runtime.Command, o streamO
 					res.Next = r.Cursor + int64(cut)
 				}
 			}
-			for len(data) > 0 {
-				n := min(len(data), maxEventData)
-				if n < len(data) {
-					n = runeBoundary(data, n)
+			// Positions come from the bytes sent: off is where the next
+			// event's data starts in r.Data, whatever was cut above.
+			for off := 0; off < len(data); {
+				n := min(len(data)-off, maxEventData)
+				if off+n < len(data) {
+					n = runeBoundary(data[off:], n)
 				}
-				at := r.Cursor + int64(len(r.Data)-len(data))
+				at := r.Cursor + int64(off)
+				chunk := data[off : off+n]
 				if bs, ok := sink.(bufferedSink); ok { // encode in place: one copy less
-					err = bs.commit(appendOutputEvent(bs.buffer(), r.Stream, at, data[:n]))
+					err = bs.commit(appendOutputEvent(bs.buffer(), r.Stream, at, chunk))
 				} else {
-					line = appendOutputEvent(line[:0], r.Stream, at, data[:n])
+					line = appendOutputEvent(line[:0], r.Stream, at, chunk)
 					err = sink.event(line)
 				}
 				if err != nil {
 					return err
 				}
-				data = data[n:]
+				off += n
 			}
 			sent = true
 		}
@@ -143,7 +176,7 @@ func (s *Server) streamEvents(ctx context.Context, c *runtime.Command, o streamO
 				hb.Reset(o.heartbeatEvery)
 			}
 			if len(recs) > 0 && res.Next < c.NextCursor() {
-				continue // more is retained already: keep reading
+				continue // more is retained already: keep reading (the deadlines are checked above)
 			}
 		}
 		if !o.follow {
@@ -156,9 +189,9 @@ func (s *Server) streamEvents(ctx context.Context, c *runtime.Command, o streamO
 				return err
 			}
 		case <-window.C:
-			return s.endEvent(sink, &line, "max_wait", cursor)
+			closing = "max_wait"
 		case <-s.streamsCtx.Done():
-			return s.endEvent(sink, &line, "shutting_down", cursor)
+			closing = "shutting_down"
 		case <-ctx.Done():
 			return ctx.Err()
 		}
@@ -279,11 +312,55 @@ func appendJSONText(dst, s []byte) ([]byte, bool) {
 	}
 }
 
+// Deadlines of an NDJSON stream. Every write has one, so a client that
+// stops reading costs its buffers for a bounded time and never holds a
+// handler (or shutdown) beyond it.
+const (
+	// streamWriteWait bounds one write: a client that does not take a
+	// batch (at most sinkFlushSize bytes) within it is disconnected.
+	streamWriteWait = 10 * time.Second
+	// streamEndGrace is how long after its window a stream may still
+	// write: a write in progress at max_wait, then the `end` line. Past it
+	// the connection is cut; the client re-opens at its last next_cursor
+	// and loses nothing.
+	streamEndGrace = time.Second
+	// streamShutdownGrace is how long a stream may still write once
+	// shutdown has ended the streams (EndStreams): enough for the `end`
+	// line to a reading client, short enough for a 2 s shutdown budget.
+	streamShutdownGrace = 500 * time.Millisecond
+)
+
 // ndjsonSink writes events as lines of an HTTP response.
 type ndjsonSink struct {
 	w   http.ResponseWriter
 	rc  *http.ResponseController
 	buf []byte
+
+	mu    sync.Mutex // guards limit and serialises setting the write deadline
+	limit time.Time  // no write may last past this; zero: none
+}
+
+// armDeadline sets the connection's write deadline for the next write:
+// streamWriteWait from now, or the stream's limit if that is sooner.
+func (n *ndjsonSink) armDeadline() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	d := time.Now().Add(streamWriteWait)
+	if !n.limit.IsZero() && n.limit.Before(d) {
+		d = n.limit
+	}
+	n.rc.SetWriteDeadline(d)
+}
+
+// lower brings the stream's limit forward to t (never back) and applies it
+// at once, to a write in progress too. It may be called from any goroutine.
+func (n *ndjsonSink) lower(t time.Time) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.limit.IsZero() || t.Before(n.limit) {
+		n.limit = t
+		n.rc.SetWriteDeadline(t)
+	}
 }
 
 func (n *ndjsonSink) event(obj []byte) error {
@@ -306,6 +383,7 @@ func (n *ndjsonSink) commit(buf []byte) error {
 }
 
 func (n *ndjsonSink) flush() error {
+	n.armDeadline()
 	if len(n.buf) > 0 {
 		if _, err := n.w.Write(n.buf); err != nil {
 			return err
@@ -328,8 +406,19 @@ func (s *Server) streamNDJSON(w http.ResponseWriter, r *http.Request, c *runtime
 	h.Set("Content-Type", "application/x-ndjson")
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Accel-Buffering", "no")
+	// The write deadlines below stay on the connection after the response
+	// (net/http resets them only with Server.WriteTimeout): a stream's
+	// connection is not reused.
+	h.Set("Connection", "close")
 	w.WriteHeader(code)
+	if c := requestConn(r.Context()); c != nil {
+		limitUnsent(c, streamUnsentLimit)
+	}
 	sink := &ndjsonSink{w: w, rc: http.NewResponseController(w)}
+	sink.lower(time.Now().Add(window + streamEndGrace))
+	// Shutdown ends the stream with an `end` line (streamEvents); a write
+	// blocked on a client that does not read must not hold it longer.
+	defer context.AfterFunc(s.streamsCtx, func() { sink.lower(time.Now().Add(streamShutdownGrace)) })()
 	if first != nil {
 		sink.event(first)
 	}

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sandbox-runtime/sandbox-runtime/api"
 	"github.com/sandbox-runtime/sandbox-runtime/runtime"
 )
 
@@ -32,6 +33,7 @@ type config struct {
 	KillGrace         time.Duration
 	ShutdownTimeout   time.Duration
 	HeartbeatInterval time.Duration
+	AllowedOrigins    string // comma-separated, canonical (api.ParseAllowedOrigins)
 	LogLevel          string
 	ShowVersion       bool
 }
@@ -70,6 +72,15 @@ func secondsSetting(p *time.Duration, allowZero bool) func(string) error {
 	}
 }
 
+// originsSetting reads a comma-separated list of browser origins.
+func originsSetting(p *string) func(string) error {
+	return func(s string) error {
+		o, err := api.ParseAllowedOrigins(s)
+		*p = strings.Join(o, ",")
+		return err
+	}
+}
+
 func stringSetting(p *string) func(string) error {
 	return func(s string) error { *p = s; return nil }
 }
@@ -91,6 +102,7 @@ func (c *config) settings() []setting {
 		{"kill-grace-seconds", "SANDBOX_KILL_GRACE_SECONDS", "2", "grace between SIGTERM and SIGKILL, and for pipes after the leader exits", secondsSetting(&c.KillGrace, true)},
 		{"shutdown-timeout-seconds", "SANDBOX_SHUTDOWN_TIMEOUT_SECONDS", "25", "budget for a graceful shutdown on SIGTERM/SIGINT", secondsSetting(&c.ShutdownTimeout, false)},
 		{"heartbeat-seconds", "SANDBOX_HEARTBEAT_SECONDS", "10", "silence after which a stream sends a heartbeat (WebSocket: ping period)", secondsSetting(&c.HeartbeatInterval, false)},
+		{"allowed-origins", "SANDBOX_ALLOWED_ORIGINS", "", "comma-separated browser origins (http(s)://host[:port], or *) allowed besides the daemon's own host; any other Origin is refused with 403", originsSetting(&c.AllowedOrigins)},
 		{"log-level", "SANDBOX_LOG_LEVEL", "info", "debug, info, warn or error", stringSetting(&c.LogLevel)},
 	}
 }

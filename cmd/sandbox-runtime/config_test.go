@@ -84,6 +84,7 @@ func TestLoadConfigPrecedence(t *testing.T) {
 		"SANDBOX_SHUTDOWN_TIMEOUT_SECONDS":   "9",
 		"SANDBOX_HEARTBEAT_SECONDS":          "0.25",
 		"SANDBOX_LOG_LEVEL":                  "warn",
+		"SANDBOX_ALLOWED_ORIGINS":            "HTTPS://UI.example:443/, http://127.0.0.1:3000",
 	}
 	// Environment only.
 	c, err := loadConfig(nil, envMap(env), &bytes.Buffer{})
@@ -95,7 +96,7 @@ func TestLoadConfigPrecedence(t *testing.T) {
 		MaxRunning: 3, MaxRetained: 5, OutputLimit: 100, ExecuteOutput: 200, MaxExecutions: 2, StdinLimit: 300,
 		ResultTTL: 1500 * time.Millisecond, DefaultTimeout: 7 * time.Second, MaxTimeout: 8 * time.Second,
 		KillGrace: 0, ShutdownTimeout: 9 * time.Second, HeartbeatInterval: 250 * time.Millisecond,
-		LogLevel: "warn",
+		LogLevel: "warn", AllowedOrigins: "https://ui.example,http://127.0.0.1:3000",
 	}
 	if *c != want {
 		t.Errorf("from the environment:\n got %+v\nwant %+v", *c, want)
@@ -108,7 +109,7 @@ func TestLoadConfigPrecedence(t *testing.T) {
 		"--execute-output-limit-bytes=201", "--max-executions=3", "--stdin-limit-bytes=301",
 		"--result-ttl-seconds=2", "--default-timeout-seconds=0.5", "--exec-timeout-seconds=10",
 		"--kill-grace-seconds=1", "--shutdown-timeout-seconds=3", "--heartbeat-seconds=4",
-		"--log-level=debug",
+		"--log-level=debug", "--allowed-origins=*",
 	}
 	c, err = loadConfig(args, envMap(env), &bytes.Buffer{})
 	if err != nil {
@@ -119,7 +120,7 @@ func TestLoadConfigPrecedence(t *testing.T) {
 		MaxRunning: 4, MaxRetained: 6, OutputLimit: 101, ExecuteOutput: 201, MaxExecutions: 3, StdinLimit: 301,
 		ResultTTL: 2 * time.Second, DefaultTimeout: 500 * time.Millisecond, MaxTimeout: 10 * time.Second,
 		KillGrace: time.Second, ShutdownTimeout: 3 * time.Second, HeartbeatInterval: 4 * time.Second,
-		LogLevel: "debug",
+		LogLevel: "debug", AllowedOrigins: "*",
 	}
 	if *c != want {
 		t.Errorf("flags over the environment:\n got %+v\nwant %+v", *c, want)
@@ -183,6 +184,8 @@ func TestLoadConfigRefusals(t *testing.T) {
 		{"zero running", []string{"--max-running=0"}, nil, "--max-running"},
 		{"base dir is a file", []string{"--base-dir=/dev/null"}, nil, "/dev/null"},
 		{"positional argument", []string{"serve"}, nil, "unexpected arguments"},
+		{"origin with a path", nil, map[string]string{"SANDBOX_ALLOWED_ORIGINS": "https://ui.example/app"}, `SANDBOX_ALLOWED_ORIGINS: origin "https://ui.example/app" is not of the form`},
+		{"origin without a scheme", []string{"--allowed-origins=ui.example"}, nil, "--allowed-origins"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -369,6 +369,9 @@ func (d *daemon) try(ctx context.Context, method, path string, body any) (*http.
 	if err != nil {
 		return nil, nil, err
 	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	resp, err := client.Do(req)
 	if err != nil {
 		return nil, nil, err

@@ -22,6 +22,7 @@
 //	--kill-grace-seconds          SANDBOX_KILL_GRACE_SECONDS          2
 //	--shutdown-timeout-seconds    SANDBOX_SHUTDOWN_TIMEOUT_SECONDS    25
 //	--heartbeat-seconds           SANDBOX_HEARTBEAT_SECONDS           10
+//	--allowed-origins             SANDBOX_ALLOWED_ORIGINS             none (only the daemon's own host)
 //	--log-level                   SANDBOX_LOG_LEVEL                   info
 //
 // No other package reads the environment.
@@ -122,6 +123,7 @@ func run(ctx context.Context, stopSignals func(), cfg *config, log *zap.Logger, 
 		BaseDir:           cfg.BaseDir,
 		TokenFile:         cfg.TokenFile,
 		HeartbeatInterval: cfg.HeartbeatInterval,
+		AllowedOrigins:    cfg.AllowedOrigins,
 		Logger:            log,
 		Metrics:           metrics,
 	})
@@ -136,6 +138,7 @@ func run(ctx context.Context, stopSignals func(), cfg *config, log *zap.Logger, 
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          zap.NewStdLog(log.Named("http")),
 		BaseContext:       func(net.Listener) context.Context { return context.Background() },
+		ConnContext:       api.ConnContext, // streams bound what the kernel queues for a slow reader
 	}
 	log.Info("listening",
 		zap.String("addr", ln.Addr().String()),

@@ -1,0 +1,33 @@
+package api
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+)
+
+// TestCreateRefusesEmptyIDAndNullEnv: the contract's "anything that is not a
+// UUID is 400" covers "", which must not be taken as "no id"; an env value
+// of null must not become "". Neither may start a command.
+func TestCreateRefusesEmptyIDAndNullEnv(t *testing.T) {
+	ts := newTestServer(t, atQuietAPI)
+	for _, tc := range []struct{ body, want string }{
+		{`{"argv":["true"],"command_id":""}`, `command_id must be a UUID`},
+		{`{"argv":["true"],"envs":{"A":null}}`, `envs[\"A\"] must be a string, not null`},
+		{`{"argv":["true"],"envs":{"A":"1","B":null}}`, `envs[\"B\"]`},
+	} {
+		code, b := atDo(t, "POST", ts.URL+"/v1/commands", tc.body, nil)
+		if code != http.StatusBadRequest || !strings.Contains(string(b), `"invalid_request"`) || !strings.Contains(string(b), tc.want) {
+			t.Errorf("%s: got %d %s; want 400 invalid_request naming %s", tc.body, code, b, tc.want)
+		}
+	}
+	if n := len(ts.M.List(nil)); n != 0 {
+		t.Fatalf("refused creates registered %d commands; want 0", n)
+	}
+	// What stays accepted: no id, a null id (absent), an empty envs object.
+	for _, body := range []string{`{"argv":["true"]}`, `{"argv":["true"],"command_id":null}`, `{"argv":["true"],"envs":{}}`, `{"argv":["true"],"envs":{"A":""}}`} {
+		if code, b := atDo(t, "POST", ts.URL+"/v1/commands", body, nil); code != http.StatusCreated {
+			t.Errorf("%s: got %d %s; want 201", body, code, b)
+		}
+	}
+}
