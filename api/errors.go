@@ -67,6 +67,8 @@ func statusOf(err error) (status int, code string) {
 		return http.StatusTooManyRequests, "stdin_full"
 	case errors.Is(err, runtime.ErrShuttingDown):
 		return http.StatusServiceUnavailable, "shutting_down"
+	case errors.Is(err, runtime.ErrResourceExhausted):
+		return http.StatusServiceUnavailable, "resource_exhausted"
 	default:
 		return http.StatusInternalServerError, "internal"
 	}
@@ -80,7 +82,7 @@ func fail(w http.ResponseWriter, err error) {
 	if errors.As(err, &gone) {
 		reason = string(gone.Reason)
 	}
-	if status == http.StatusTooManyRequests {
+	if status == http.StatusTooManyRequests || errors.Is(err, runtime.ErrResourceExhausted) {
 		w.Header().Set("Retry-After", "1")
 	}
 	msg := err.Error()

@@ -154,6 +154,7 @@ func buildCgroupTree(log *zap.Logger, opts CgroupOptions) (*cgroupTree, string, 
 		commands: "",
 		orig:     filepath.Join(mount, own),
 	}
+	removeStale(root)
 	if err := os.Mkdir(t.base, 0o755); err != nil {
 		return nil, fmt.Sprintf("cgroup tree %s is not writable: %v", root, errnoOf(err)), err
 	}
@@ -332,6 +333,37 @@ func (t *cgroupTree) remove() {
 		}
 	}
 	unix.Rmdir(t.base)
+}
+
+// removeStale removes the trees of runtimes that are gone (killed before
+// they could clean up), and a tree with our own pid (PID 1 restarted in the
+// same cgroup). rmdir only ever removes empty cgroups, so a tree that still
+// has processes stays.
+func removeStale(root string) {
+	entries, err := os.ReadDir(root)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		v, ok := strings.CutPrefix(e.Name(), "sandbox-runtime-")
+		pid, err := strconv.Atoi(v)
+		if !ok || err != nil || !e.IsDir() {
+			continue
+		}
+		if pid != os.Getpid() && unix.Kill(pid, 0) != unix.ESRCH {
+			continue // its runtime may be alive
+		}
+		base := filepath.Join(root, e.Name())
+		cmds, _ := os.ReadDir(filepath.Join(base, "commands"))
+		for _, c := range cmds {
+			if c.IsDir() {
+				unix.Rmdir(filepath.Join(base, "commands", c.Name()))
+			}
+		}
+		unix.Rmdir(filepath.Join(base, "commands"))
+		unix.Rmdir(filepath.Join(base, "daemon"))
+		unix.Rmdir(base)
+	}
 }
 
 // ownCgroup2 returns the cgroup2 mount point and the process's path in it.

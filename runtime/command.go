@@ -106,6 +106,7 @@ func (c *Command) Status() Status {
 			s.Signal = &name
 		}
 		s.ExpiresAt = utcPtr(c.finishedAt.Add(c.m.cfg.ResultTTL))
+		s.OOMKilled = c.exit.OOMKilled
 		s.Resources = &Resources{
 			UserCPUMillis:   c.exit.UserCPU.Milliseconds(),
 			SystemCPUMillis: c.exit.SysCPU.Milliseconds(),
@@ -264,10 +265,23 @@ func (c *Command) run(p *procgroup.Process) {
 	defer timeout.Stop()
 	var grace <-chan time.Time
 	var terminated chan struct{}
-	termCtx, stopTerm := context.WithCancel(context.Background())
+	termCtx, stopTerm := c.m.killContext()
 	defer stopTerm()
-	leaderDone, endCh, shutdown := p.Done(), c.endCh, c.m.shutdownCh
+	leaderDone, endCh, shutdown, killNow := p.Done(), c.endCh, c.m.shutdownCh, c.m.killNow
 	pipesOpen := true
+	hurry := false // Shutdown's kill deadline has passed: no more grace
+	pipeGrace := func() *time.Timer {
+		if hurry {
+			return time.NewTimer(minPipeDrain)
+		}
+		return time.NewTimer(max(c.m.killGrace(), minPipeDrain))
+	}
+	var g *time.Timer
+	defer func() {
+		if g != nil {
+			g.Stop()
+		}
+	}()
 	for leaderDone != nil || (pipesOpen && grace != nil) {
 		select {
 		case <-leaderDone:
@@ -277,8 +291,7 @@ func (c *Command) run(p *procgroup.Process) {
 			c.mu.Unlock()
 			// Even with no grace, give the pumps a moment to drain what the
 			// leader wrote before it exited.
-			g := time.NewTimer(max(c.m.cfg.KillGrace, minPipeDrain))
-			defer g.Stop()
+			g = pipeGrace()
 			grace = g.C
 		case <-pipesDone:
 			pipesDone, pipesOpen = nil, false
@@ -289,12 +302,21 @@ func (c *Command) run(p *procgroup.Process) {
 		case <-shutdown:
 			shutdown = nil
 			c.requestEnd(causeShutdown)
+		case <-killNow:
+			// Terminate (termCtx) sends SIGKILL now; the pipe grace shrinks
+			// to its minimum, so the command ends inside Shutdown's budget.
+			killNow, hurry = nil, true
+			if g != nil {
+				g.Stop()
+				g = pipeGrace()
+				grace = g.C
+			}
 		case <-endCh:
 			endCh = nil
 			terminated = make(chan struct{})
 			go func() {
 				defer close(terminated)
-				p.Terminate(termCtx, c.m.cfg.KillGrace)
+				p.Terminate(termCtx, c.m.killGrace())
 			}()
 		}
 	}
@@ -312,6 +334,7 @@ func (c *Command) run(p *procgroup.Process) {
 		c.cause = causeNone
 		c.mu.Unlock()
 	}
+	p.Release() // signalling is over: the pidfd and the cgroup go
 	c.finish(p.Exit())
 }
 
@@ -341,7 +364,8 @@ func (c *Command) finish(exit procgroup.ExitStatus) {
 		zap.Duration("duration", now.Sub(c.startedAt)),
 		zap.Int64("stdout_bytes", st.StdoutTotal),
 		zap.Int64("stderr_bytes", st.StderrTotal),
-		zap.Bool("truncated", st.Truncated))
+		zap.Bool("truncated", st.Truncated),
+		zap.Bool("oom_killed", exit.OOMKilled))
 }
 
 // pump copies one pipe into the ring until EOF or until the pipe is closed.

@@ -1,7 +1,6 @@
 package runtime
 
 import (
-	"context"
 	"io"
 	"sync"
 	"time"
@@ -86,7 +85,9 @@ func (m *Manager) Execute(argv []string, timeout time.Duration) (ExecResult, err
 		if why == causeShutdown {
 			grace = m.cfg.KillGrace
 		}
-		p.Terminate(context.Background(), grace)
+		kctx, stop := m.killContext()
+		p.Terminate(kctx, grace)
+		stop()
 		<-p.Done()
 		// Processes that left the group may still hold the pipes; give them
 		// the grace, then stop reading.
@@ -99,6 +100,7 @@ func (m *Manager) Execute(argv []string, timeout time.Duration) (ExecResult, err
 	p.Stderr.Close()
 	pumps.Wait()
 	exit := p.Exit()
+	p.Release()
 	res = ExecResult{
 		Stdout: out.buf, Stderr: errOut.buf,
 		StdoutDropped: out.dropped, StderrDropped: errOut.dropped,

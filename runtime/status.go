@@ -25,6 +25,9 @@ type Status struct {
 	NextCursor     int64      `json:"next_cursor"`
 	Truncated      bool       `json:"output_truncated"`
 	Resources      *Resources `json:"resources"`
+	// OOMKilled: the kernel's OOM killer ended a process of the command (see
+	// procgroup.ExitStatus.OOMKilled for how it is told); false until finished.
+	OOMKilled bool `json:"oom_killed"`
 }
 
 // Resources is what the kernel reported for the process tree at reap time.
