@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -150,7 +151,7 @@ func buildCgroupTree(log *zap.Logger, opts CgroupOptions) (*cgroupTree, string, 
 	t := &cgroupTree{
 		log:      log,
 		root:     root,
-		base:     filepath.Join(root, "sandbox-runtime-"+strconv.Itoa(os.Getpid())),
+		base:     filepath.Join(root, fmt.Sprintf("sandbox-runtime-%d-%08x", os.Getpid(), rand.Uint32())),
 		commands: "",
 		orig:     filepath.Join(mount, own),
 	}
@@ -336,24 +337,24 @@ func (t *cgroupTree) remove() {
 }
 
 // removeStale removes the trees of runtimes that are gone (killed before
-// they could clean up), and a tree with our own pid (PID 1 restarted in the
-// same cgroup). rmdir only ever removes empty cgroups, so a tree that still
-// has processes stays.
+// they could clean up): a tree whose daemon leaf is empty. rmdir only ever
+// removes empty cgroups, so a command cgroup that still has processes stays.
+// Trees without a daemon leaf (a runtime that did not move itself) are left
+// to their owner.
 func removeStale(root string) {
 	entries, err := os.ReadDir(root)
 	if err != nil {
 		return
 	}
 	for _, e := range entries {
-		v, ok := strings.CutPrefix(e.Name(), "sandbox-runtime-")
-		pid, err := strconv.Atoi(v)
-		if !ok || err != nil || !e.IsDir() {
+		if !e.IsDir() || !strings.HasPrefix(e.Name(), "sandbox-runtime-") {
 			continue
 		}
-		if pid != os.Getpid() && unix.Kill(pid, 0) != unix.ESRCH {
-			continue // its runtime may be alive
-		}
 		base := filepath.Join(root, e.Name())
+		procs, err := os.ReadFile(filepath.Join(base, "daemon", "cgroup.procs"))
+		if err != nil || len(bytes.TrimSpace(procs)) > 0 {
+			continue // no daemon leaf, or its runtime is alive
+		}
 		cmds, _ := os.ReadDir(filepath.Join(base, "commands"))
 		for _, c := range cmds {
 			if c.IsDir() {
