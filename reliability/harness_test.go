@@ -176,6 +176,8 @@ type daemonConfig struct {
 	pidNS bool              // run under `unshare --pid --fork --mount-proc` (PID 1 of a new namespace)
 	// pidMax, with pidNS, sets the namespace's pid_max first (Linux 6.14+).
 	pidMax int
+	// prefix, when set, runs the daemon through it (e.g. setpriv, prlimit: each execs the next).
+	prefix []string
 }
 
 // startDaemon starts the daemon on 127.0.0.1:0 and waits for its
@@ -199,6 +201,8 @@ func startDaemon(t testing.TB, cfg daemonConfig) *daemon {
 			fmt.Sprintf(`echo %d > /proc/sys/kernel/pid_max && exec "$0"`, cfg.pidMax), binPath)
 	} else if cfg.pidNS {
 		cmd = exec.Command("unshare", "--pid", "--fork", "--mount-proc", binPath)
+	} else if len(cfg.prefix) > 0 {
+		cmd = exec.Command(cfg.prefix[0], append(cfg.prefix[1:], binPath)...)
 	} else {
 		cmd = exec.Command(binPath)
 	}

@@ -65,9 +65,46 @@ func pidNSWithPidMax(t *testing.T, pidMax int) {
 func TestForkStormPIDLimit(t *testing.T) {
 	pidNSWithPidMax(t, 400)
 	d := startDaemon(t, daemonConfig{pidNS: true, pidMax: 400})
+	forkStorm(t, d, "pid_max 400")
+}
+
+// TestForkStormNPROC (issue 10 item 1, threads mode): the daemon runs as a
+// uid of its own under RLIMIT_NPROC 150 (so its cgroup tree is not
+// writable), and a command fills the limit; the same promises hold.
+func TestForkStormNPROC(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to run the daemon as another uid")
+	}
+	if _, err := exec.LookPath("setpriv"); err != nil {
+		t.Skip("needs setpriv (util-linux)")
+	}
+	const uid = "64123" // a uid nothing else on the machine uses: RLIMIT_NPROC counts per uid
+	base, err := os.MkdirTemp("", "reliability-nproc-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(base) })
+	n, _ := strconv.Atoi(uid)
+	if err := os.Chown(base, n, n); err != nil {
+		t.Fatal(err)
+	}
+	// The daemon binary must be reachable by that uid.
+	if err := os.Chmod(filepath.Dir(binPath), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	d := startDaemon(t, daemonConfig{
+		env:    map[string]string{"SANDBOX_BASE_DIR": base},
+		prefix: []string{"prlimit", "--nproc=150", "setpriv", "--reuid=" + uid, "--regid=" + uid, "--clear-groups"},
+	})
+	forkStorm(t, d, "RLIMIT_NPROC 150 for uid "+uid)
+}
+
+// forkStorm runs the storm against d and checks every promise of item 1;
+// limit is the text the refusal must name.
+func forkStorm(t *testing.T, d *daemon, limit string) {
 	iso := d.isolation()
 	t.Logf("isolation: %+v", iso)
-	figure(t, "fork storm: isolation mode %s (%s)", iso.Mode, iso.Reason)
+	figure(t, "fork storm (%s): isolation mode %s (%s)", limit, iso.Mode, iso.Reason)
 
 	// The subshell forks until the namespace is full (and dies of it); the
 	// leader then becomes a long sleep without forking, so the command runs on.
@@ -105,8 +142,8 @@ func TestForkStormPIDLimit(t *testing.T) {
 	if c := errorCode(refusal); c != "resource_exhausted" {
 		t.Errorf("create while the pids are gone: code %q (%s); want resource_exhausted", c, refusal)
 	}
-	if !strings.Contains(string(refusal), "pid_max 400") {
-		t.Errorf("refusal %s does not name the limit (pid_max 400)", refusal)
+	if !strings.Contains(string(refusal), limit) {
+		t.Errorf("refusal %s does not name the limit (%s)", refusal, limit)
 	}
 	figure(t, "fork storm: create while full answers 503: %s", refusal)
 
