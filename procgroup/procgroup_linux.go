@@ -28,6 +28,11 @@ const (
 	// has been reaped still has members.
 	groupPollInterval = 20 * time.Millisecond
 
+	// maxConcurrentForks bounds the forks in progress at once: each holds an
+	// OS thread until the child has exec'd, and the threads made up front
+	// (ReserveThreads) must cover every thread that can block at once.
+	maxConcurrentForks = 16
+
 	// defaultPath is used when neither Spec.Env nor the runtime has a PATH
 	// (Python's os.defpath).
 	defaultPath = "/bin:/usr/bin"
@@ -57,6 +62,8 @@ type Reaper struct {
 	procsMu sync.Mutex
 	procs   map[int]*Process      // started and not yet reaped, by pid
 	held    map[*Process]struct{} // started and not yet released (pidfd or cgroup open)
+
+	forkSlots chan struct{} // maxConcurrentForks tokens
 
 	// cg and iso are set by UseCgroups (under forkMu's write lock) before the
 	// first Start; cg is nil in process-group mode.
@@ -99,6 +106,8 @@ func NewReaper(log *zap.Logger) (*Reaper, error) {
 		sigCh:  make(chan os.Signal, 1),
 		stop:   make(chan struct{}),
 		exited: make(chan struct{}),
+
+		forkSlots: make(chan struct{}, maxConcurrentForks),
 	}
 	signal.Notify(r.sigCh, syscall.SIGCHLD)
 	go r.loop()
@@ -319,6 +328,8 @@ func (r *Reaper) Start(spec Spec) (*Process, error) {
 
 	oom := newOOMBaseline()
 
+	r.forkSlots <- struct{}{}
+	defer func() { <-r.forkSlots }()
 	r.forkMu.RLock()
 	if r.closed {
 		r.forkMu.RUnlock()
@@ -329,6 +340,16 @@ func (r *Reaper) Start(spec Spec) (*Process, error) {
 	// On an exec failure ForkExec reaps the child itself with wait4(pid); our loop
 	// cannot run meanwhile because we hold the read lock.
 	pid, err := syscall.ForkExec(path, spec.Argv, attr)
+	if err == unix.ENOSYS && cg != nil {
+		// clone3 is filtered (an old seccomp profile): no CLONE_INTO_CGROUP.
+		// Run this command as a process group only.
+		r.log.Warn("clone3 is not available; the command runs without a cgroup of its own")
+		unix.Close(cgfd)
+		unix.Rmdir(cg.dir)
+		cg, cgfd = nil, -1
+		attr.Sys.UseCgroupFD, attr.Sys.CgroupFD = false, 0
+		pid, err = syscall.ForkExec(path, spec.Argv, attr)
+	}
 	if cgfd >= 0 {
 		unix.Close(cgfd)
 	}
