@@ -94,6 +94,11 @@ func (m *Manager) Execute(argv []string, timeout time.Duration) (ExecResult, err
 		select {
 		case <-pipesDone:
 		case <-time.After(m.cfg.KillGrace):
+		case <-m.killNow: // Shutdown's deadline: keep only the minimum pipe drain
+			select {
+			case <-pipesDone:
+			case <-time.After(minPipeDrain):
+			}
 		}
 	}
 	p.Stdout.Close()
