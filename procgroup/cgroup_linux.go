@@ -321,15 +321,21 @@ func (t *cgroupTree) sweep() {
 // remove takes the tree down as far as it can: lingering command cgroups
 // whose members are gone, the commands parent, the runtime's leaf (after
 // moving the process back where it came from) and the base.
+//
+// When command cgroups still have members (a setsid escapee, a zombie not yet
+// reaped by its new parent), the empty daemon leaf is kept: it marks the tree
+// as stale for the next runtime's removeStale.
 func (t *cgroupTree) remove() {
 	t.sweep()
+	commandsGone := true
 	if t.commands != "" {
 		if err := unix.Rmdir(t.commands); err != nil && err != unix.ENOENT {
+			commandsGone = false
 			t.log.Warn("command cgroups still have members; left in place", zap.String("cgroup", t.commands))
 		}
 	}
 	if t.daemon != "" {
-		if err := writeFile(filepath.Join(t.orig, "cgroup.procs"), strconv.Itoa(os.Getpid())); err == nil {
+		if err := writeFile(filepath.Join(t.orig, "cgroup.procs"), strconv.Itoa(os.Getpid())); err == nil && commandsGone {
 			unix.Rmdir(t.daemon)
 		}
 	}

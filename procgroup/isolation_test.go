@@ -495,3 +495,50 @@ func tasksIn(want map[string]bool) int {
 	}
 	return n
 }
+
+// TestRemoveStaleTrees: a tree whose daemon leaf is empty (its runtime was
+// killed, or exited while a command cgroup still had members) is removed at
+// the next start; a tree whose daemon leaf has a process is left alone.
+func TestRemoveStaleTrees(t *testing.T) {
+	mount, own, err := ownCgroup2()
+	if err != nil {
+		t.Skipf("no cgroup v2 mount: %v", err)
+	}
+	root := filepath.Join(mount, own)
+	stale := filepath.Join(root, fmt.Sprintf("sandbox-runtime-%d-stale", os.Getpid()))
+	live := filepath.Join(root, fmt.Sprintf("sandbox-runtime-%d-live", os.Getpid()))
+	for _, d := range []string{stale, stale + "/daemon", stale + "/commands", stale + "/commands/c1",
+		live, live + "/daemon", live + "/commands"} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			os.Remove(stale + "/commands/c1")
+			os.Remove(stale + "/commands")
+			os.Remove(stale + "/daemon")
+			os.Remove(stale)
+			t.Skipf("the cgroup v2 tree is not writable here: %v", err)
+		}
+	}
+	r := newReaper(t)
+	p := start(t, r, Spec{Argv: []string{"sleep", "300"}, Env: os.Environ()})
+	t.Cleanup(func() {
+		p.Signal(syscall.SIGKILL)
+		<-p.Done()
+		p.Release()
+		for _, d := range []string{live + "/daemon", live + "/commands", live} {
+			if err := os.Remove(d); err != nil {
+				t.Errorf("cleanup: %v", err)
+			}
+		}
+	})
+	if err := writeFile(live+"/daemon/cgroup.procs", strconv.Itoa(p.Pid)); err != nil {
+		t.Fatal(err)
+	}
+	removeStale(root)
+	if _, err := os.Stat(stale); !os.IsNotExist(err) {
+		t.Errorf("stale tree %s still exists: %v", stale, err)
+	}
+	if _, err := os.Stat(live + "/commands"); err != nil {
+		t.Errorf("the live tree lost %s/commands: %v", live, err)
+	}
+	// The sleep must leave the live tree's leaf before it can be removed.
+	writeFile(filepath.Join(root, "cgroup.procs"), strconv.Itoa(p.Pid))
+}
