@@ -32,6 +32,19 @@ type infoBody struct {
 	APIVersions []string   `json:"api_versions"`
 	Limits      infoLimits `json:"limits"`
 	Features    []string   `json:"features"`
+
+	Isolation infoIsolation `json:"isolation"`
+}
+
+// infoIsolation says how the runtime keeps commands from starving it.
+type infoIsolation struct {
+	Mode            string   `json:"mode"`   // "cgroup" or "threads"
+	Reason          string   `json:"reason"` // why
+	Cgroup          *string  `json:"cgroup"` // the runtime's cgroup tree, null outside cgroup mode
+	Controllers     []string `json:"controllers"`
+	CommandsPidsMax *int64   `json:"commands_pids_max"` // null: none set
+	ReservedThreads int      `json:"reserved_threads"`
+	PidfdSignals    bool     `json:"pidfd_signals"`
 }
 
 type infoLimits struct {
@@ -67,7 +80,28 @@ func (s *Server) info(w http.ResponseWriter, r *http.Request) {
 			RequestBodyLimitBytes: maxJSONBody,
 		},
 		Features: features,
+
+		Isolation: s.isolation(),
 	})
+}
+
+func (s *Server) isolation() infoIsolation {
+	iso := s.opts.Isolation
+	if iso.Mode == "" {
+		iso.Mode, iso.Reason = "threads", "not configured"
+	}
+	out := infoIsolation{Mode: iso.Mode, Reason: iso.Reason, Controllers: iso.Controllers,
+		ReservedThreads: s.opts.ReservedThreads, PidfdSignals: iso.PidfdSignals}
+	if out.Controllers == nil {
+		out.Controllers = []string{}
+	}
+	if iso.Cgroup != "" {
+		out.Cgroup = &iso.Cgroup
+	}
+	if iso.CommandsPidsMax > 0 {
+		out.CommandsPidsMax = &iso.CommandsPidsMax
+	}
+	return out
 }
 
 // createBody is the body of POST /v1/commands.

@@ -80,6 +80,8 @@ func statusOf(err error) (status int, code string) {
 		return http.StatusServiceUnavailable, "resource_exhausted" // out of fds: retry, not a server bug
 	case errors.Is(err, errBodyTooSlow):
 		return http.StatusRequestTimeout, "body_timeout"
+	case errors.Is(err, runtime.ErrResourceExhausted):
+		return http.StatusServiceUnavailable, "resource_exhausted"
 	default:
 		return http.StatusInternalServerError, "internal"
 	}

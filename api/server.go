@@ -17,6 +17,7 @@ import (
 	"github.com/google/uuid"
 	"go.uber.org/zap"
 
+	"github.com/sandbox-runtime/sandbox-runtime/procgroup"
 	"github.com/sandbox-runtime/sandbox-runtime/runtime"
 )
 
@@ -38,6 +39,10 @@ type Options struct {
 	// as SANDBOX_ALLOWED_ORIGINS; see origin.go. Entries that
 	// ParseAllowedOrigins refuses are ignored.
 	AllowedOrigins string
+	// Isolation is how commands are kept from starving the runtime, for
+	// /v1/info (procgroup.Reaper.Isolation; ReservedThreads from main).
+	Isolation       procgroup.Isolation
+	ReservedThreads int
 }
 
 // Server serves the routes of CONTRACT §3 and §5. Create it with New.

@@ -48,6 +48,20 @@ func runHelper(args []string) int {
 	case "exit":
 		n, _ := strconv.Atoi(args[0])
 		os.Exit(n)
+	case "alloc":
+		// args[0]: MiB to allocate and touch, after a line on stdin.
+		n, _ := strconv.Atoi(args[0])
+		bufio.NewReader(os.Stdin).ReadString('\n')
+		var keep [][]byte
+		for range n {
+			b := make([]byte, 1<<20)
+			for i := 0; i < len(b); i += 4096 {
+				b[i] = 1
+			}
+			keep = append(keep, b)
+		}
+		fmt.Println("allocated", len(keep))
+		return 0
 	case "hang":
 		fmt.Println("ready")
 		hang()

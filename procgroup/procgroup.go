@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -45,8 +46,13 @@ var (
 	ErrUnsupported = errors.New("procgroup: unsupported on this operating system")
 
 	// ErrGroupGone is returned by Process.Signal when the process group has no
-	// members left (kill answered ESRCH).
+	// members left (kill answered ESRCH), or once the Process was released.
 	ErrGroupGone = errors.New("procgroup: process group has no members")
+
+	// ErrResourceExhausted matches a *StartError whose fork failed with EAGAIN or
+	// ENOMEM: a process limit (a pids cgroup, RLIMIT_NPROC, pid_max, threads-max)
+	// or memory is exhausted. StartError.Limit names the limits in force.
+	ErrResourceExhausted = errors.New("procgroup: process limit reached")
 )
 
 // StartError is returned by Reaper.Start when a command could not be started.
@@ -56,10 +62,18 @@ type StartError struct {
 	Op    string        // "exec" or "chdir"
 	Path  string        // argv[0] exactly as given (Op "exec"), or Spec.Dir (Op "chdir")
 	Errno syscall.Errno // the raw errno (ENOENT, EACCES, ENOEXEC, ENOTDIR, ...)
+	// Limit describes the process limits in force when the fork failed with
+	// EAGAIN or ENOMEM (e.g. "pid_max 400 of the pid namespace, 400 in use"); else "".
+	Limit string
 }
 
-// Error reads like `exec "nosuchcmd": no such file or directory`.
+// Error reads like `exec "nosuchcmd": no such file or directory`, or
+// `exec "sh": resource temporarily unavailable (pids.max 400 …)` when a process
+// limit stopped the fork.
 func (e *StartError) Error() string {
+	if e.Limit != "" {
+		return fmt.Sprintf("%s %q: %s (%s)", e.Op, e.Path, e.Errno.Error(), e.Limit)
+	}
 	return fmt.Sprintf("%s %q: %s", e.Op, e.Path, e.Errno.Error())
 }
 
@@ -68,7 +82,7 @@ func (e *StartError) Unwrap() error { return e.Errno }
 
 // Is maps the error to the package's sentinels: every "chdir" error is ErrBadDir;
 // an "exec" error is ErrNotFound (ENOENT, ENOTDIR), ErrPermission (EACCES, EPERM)
-// or ErrExecFormat (ENOEXEC).
+// ErrExecFormat (ENOEXEC) or ErrResourceExhausted (EAGAIN, ENOMEM).
 func (e *StartError) Is(target error) bool {
 	if e.Op == "chdir" {
 		return target == ErrBadDir
@@ -80,6 +94,8 @@ func (e *StartError) Is(target error) bool {
 		return target == ErrPermission
 	case syscall.ENOEXEC:
 		return target == ErrExecFormat
+	case syscall.EAGAIN, syscall.ENOMEM:
+		return target == ErrResourceExhausted
 	}
 	return false
 }
@@ -136,6 +152,16 @@ type Process struct {
 	// reapMu is the Reaper's forkMu: a reap pass holds its write side from the
 	// wait4 that collects the leader until done is closed.
 	reapMu *sync.RWMutex
+
+	// sigMu guards pidfd and cg against Release while a signal is sent.
+	sigMu sync.Mutex
+	pidfd int         // pidfd of the leader, opened before it can be reaped; -1 once released (or none)
+	cg    *cmdCgroup  // the command's own cgroup (cgroup mode), nil otherwise
+	oom   oomBaseline // what OOM attribution compares against at reap time
+	r     *Reaper     // the Reaper that started it
+
+	released bool        // guarded by sigMu: Release was called
+	sentKill atomic.Bool // a SIGKILL or cgroup.kill was sent by us (OOM attribution)
 }
 
 // Exited reports whether the Reaper has collected the leader's exit status.
@@ -177,6 +203,12 @@ type ExitStatus struct {
 	UserCPU  time.Duration  // from wait4's rusage (the leader plus its reaped descendants)
 	SysCPU   time.Duration
 	MaxRSSKB int64
+	// OOMKilled reports that the kernel's OOM killer ended a process of the
+	// command: exact where the command has its own cgroup with a memory
+	// controller (memory.events oom_kill); otherwise the leader died of a SIGKILL
+	// that procgroup did not send while the OOM kill counter of the runtime's
+	// memory cgroup (or /proc/vmstat) rose.
+	OOMKilled bool
 }
 
 // Signaled reports whether a signal ended the process.

@@ -28,6 +28,11 @@ const (
 	// has been reaped still has members.
 	groupPollInterval = 20 * time.Millisecond
 
+	// maxConcurrentForks bounds the forks in progress at once: each holds an
+	// OS thread until the child has exec'd, and the threads made up front
+	// (ReserveThreads) must cover every thread that can block at once.
+	maxConcurrentForks = 16
+
 	// defaultPath is used when neither Spec.Env nor the runtime has a PATH
 	// (Python's os.defpath).
 	defaultPath = "/bin:/usr/bin"
@@ -53,9 +58,17 @@ type Reaper struct {
 	forkMu sync.RWMutex
 	closed bool
 
-	// procsMu guards procs (Starts holding forkMu's read lock register concurrently).
+	// procsMu guards procs and held (Starts holding forkMu's read lock register concurrently).
 	procsMu sync.Mutex
-	procs   map[int]*Process // started and not yet reaped, by pid
+	procs   map[int]*Process      // started and not yet reaped, by pid
+	held    map[*Process]struct{} // started and not yet released (pidfd or cgroup open)
+
+	forkSlots chan struct{} // maxConcurrentForks tokens
+
+	// cg and iso are set by UseCgroups (under forkMu's write lock) before the
+	// first Start; cg is nil in process-group mode.
+	cg  *cgroupTree
+	iso Isolation
 
 	orphans atomic.Uint64
 
@@ -88,10 +101,13 @@ func NewReaper(log *zap.Logger) (*Reaper, error) {
 	r := &Reaper{
 		log:    log.Named("reaper"),
 		procs:  make(map[int]*Process),
+		held:   make(map[*Process]struct{}),
 		notify: make(chan struct{}),
 		sigCh:  make(chan os.Signal, 1),
 		stop:   make(chan struct{}),
 		exited: make(chan struct{}),
+
+		forkSlots: make(chan struct{}, maxConcurrentForks),
 	}
 	signal.Notify(r.sigCh, syscall.SIGCHLD)
 	go r.loop()
@@ -110,6 +126,7 @@ func (r *Reaper) Close() error {
 		signal.Stop(r.sigCh)
 		close(r.stop)
 		<-r.exited
+		r.releaseReaped()
 		active.Store(false)
 		r.log.Debug("reaper closed")
 	})
@@ -189,8 +206,17 @@ func (r *Reaper) reap() {
 			r.log.Debug("orphan reaped", zap.Int("pid", pid), zap.Int("code", st.Code))
 			continue
 		}
+		st.OOMKilled = p.oomKilled(st)
 		p.exit = st
+		if p.gone() {
+			// Nobody is left to signal and nobody can join an empty group:
+			// the pidfd and the cgroup are no longer needed.
+			p.Release()
+		}
 		close(p.done)
+	}
+	if orphans > 0 && r.cg != nil {
+		r.cg.sweep() // an orphan that left may have been a cgroup's last member
 	}
 	if orphans > 0 {
 		r.notifyMu.Lock()
@@ -316,26 +342,52 @@ func (r *Reaper) Start(spec Spec) (*Process, error) {
 		Sys:   sys,
 	}
 
+	oom := newOOMBaseline()
+
+	r.forkSlots <- struct{}{}
+	defer func() { <-r.forkSlots }()
 	r.forkMu.RLock()
 	if r.closed {
 		r.forkMu.RUnlock()
 		closeAll()
 		return nil, ErrClosed
 	}
+	cg, cgfd := r.commandCgroup(attr.Sys)
 	// On an exec failure ForkExec reaps the child itself with wait4(pid); our loop
 	// cannot run meanwhile because we hold the read lock.
 	pid, err := syscall.ForkExec(path, spec.Argv, attr)
+	if err == unix.ENOSYS && cg != nil {
+		// clone3 is filtered (an old seccomp profile): no CLONE_INTO_CGROUP.
+		// Run this command as a process group only.
+		r.log.Warn("clone3 is not available; the command runs without a cgroup of its own")
+		unix.Close(cgfd)
+		unix.Rmdir(cg.dir)
+		cg, cgfd = nil, -1
+		attr.Sys.UseCgroupFD, attr.Sys.CgroupFD = false, 0
+		pid, err = syscall.ForkExec(path, spec.Argv, attr)
+	}
+	if cgfd >= 0 {
+		unix.Close(cgfd)
+	}
 	var p *Process
 	if err == nil {
-		p = &Process{Pid: pid, Stdin: stdin, Stdout: out[0], Stderr: out[1], PTY: master, input: input, done: make(chan struct{}), reapMu: &r.forkMu}
+		p = &Process{Pid: pid, Stdin: stdin, Stdout: out[0], Stderr: out[1], PTY: master, input: input, done: make(chan struct{}), reapMu: &r.forkMu,
+			pidfd: openPidfd(pid), cg: cg, oom: oom, r: r}
 		r.procsMu.Lock()
 		r.procs[pid] = p
+		r.held[p] = struct{}{}
 		r.procsMu.Unlock()
+	} else if cg != nil {
+		unix.Rmdir(cg.dir)
 	}
 	r.forkMu.RUnlock()
 
 	if err != nil {
 		errno := errnoOf(err)
+		if errno == unix.EAGAIN || errno == unix.ENOMEM {
+			closeAll()
+			return nil, &StartError{Op: "exec", Path: argv0, Errno: errno, Limit: r.limitReport(cg)}
+		}
 		// The child reports a failed chdir and a failed execve the same way; tell
 		// them apart by checking the directory again (it passed the check above).
 		if spec.Dir != "" {
@@ -446,26 +498,46 @@ func errnoOf(err error) syscall.Errno {
 	return unix.EIO
 }
 
-// Signal sends sig to the whole process group (kill(-pgid, sig)). It returns nil if
-// the signal was delivered, ErrGroupGone when the group has no members left (ESRCH),
-// or another error from kill.
+// Signal sends sig to the whole process group. It returns nil if the signal
+// was delivered, ErrGroupGone when the group has no members left (ESRCH) or
+// the Process was released, or another error from the kernel.
 //
-// PID reuse: the pgid number cannot be reused while any member of the group is alive
-// or an unreaped zombie (the kernel keeps the struct pid), so while the group exists
-// the signal reaches exactly it. Once every member is gone, kill answers ESRCH unless
-// an unrelated process has since been given that number and made itself a group
-// leader with it (setpgid/setsid) within that window; that would be signalled
-// instead. This is accepted: it needs a full PID wrap-around between the group
-// emptying and a late Signal, and callers stop signalling once Terminate returned or
-// ErrGroupGone was seen.
+// PID reuse: the signal is sent through a pidfd of the leader, opened before
+// the leader could be reaped (pidfd_send_signal with PIDFD_SIGNAL_PROCESS_GROUP,
+// Linux 6.9+). The pidfd names the kernel's struct pid, not a number: once the
+// group is empty the call answers ESRCH even if the number was given to
+// someone else, so a signal never reaches a process that is not the command's.
+// Without that kernel support it falls back to kill(-pgid): the pgid number
+// cannot be reused while any member of the group is alive or an unreaped
+// zombie, but once every member is gone an unrelated process that was given
+// the number and leads a group of its own would be signalled; on such kernels
+// callers should stop signalling once Terminate returned or ErrGroupGone was
+// seen, and Release as soon as they are done.
 //
 // A process started with Spec.PTY is signalled as a session: every process group
 // whose session id is Pid (see signalSession), so Terminate reaches the jobs of a shell.
 func (p *Process) Signal(sig syscall.Signal) error {
+	p.sigMu.Lock()
+	defer p.sigMu.Unlock()
+	if sig == syscall.SIGKILL {
+		p.sentKill.Store(true)
+	}
+	return p.signalLocked(sig)
+}
+
+func (p *Process) signalLocked(sig syscall.Signal) error {
+	if p.released {
+		return ErrGroupGone
+	}
 	if p.PTY != nil {
 		return p.signalSession(sig)
 	}
-	err := unix.Kill(-p.Pid, sig)
+	var err error
+	if p.pidfd >= 0 && pidfdGroupSignals() {
+		err = sendGroup(p.pidfd, sig)
+	} else {
+		err = unix.Kill(-p.Pid, sig)
+	}
 	switch err {
 	case nil:
 		return nil
@@ -476,13 +548,125 @@ func (p *Process) Signal(sig syscall.Signal) error {
 	}
 }
 
-// groupEmpty reports whether the process group has no members left (zombies that
-// have not been reaped are still members).
-func (p *Process) groupEmpty() bool {
+// kill ends everything of the command at once: cgroup.kill (which also
+// reaches processes that left the group with setsid) and SIGKILL to the group.
+func (p *Process) kill() {
+	p.sigMu.Lock()
+	defer p.sigMu.Unlock()
+	p.sentKill.Store(true)
+	if p.cg != nil && !p.released {
+		if err := p.cg.kill(); err != nil && p.r != nil {
+			p.r.log.Warn("cgroup.kill failed", zap.String("cgroup", p.cg.dir), zap.Error(err))
+		}
+	}
+	_ = p.signalLocked(syscall.SIGKILL)
+}
+
+// gone reports whether nothing of the command is left to signal: the group
+// is empty and, in cgroup mode, so is the command's cgroup (zombies that have
+// not been reaped are still members).
+func (p *Process) gone() bool {
+	p.sigMu.Lock()
+	defer p.sigMu.Unlock()
+	if p.released {
+		return true
+	}
+	if p.cg != nil && p.cg.populated() {
+		return false
+	}
 	if p.PTY != nil {
 		return p.sessionEmpty()
 	}
-	return unix.Kill(-p.Pid, 0) == unix.ESRCH
+	return p.signalLocked(0) == ErrGroupGone
+}
+
+// groupEmpty is gone (kept for the Terminate loop's readability).
+func (p *Process) groupEmpty() bool { return p.gone() }
+
+// Release says that the caller is done signalling: the leader's pidfd is
+// closed and the command's cgroup is removed (at once if it is empty, else as
+// soon as its last member has gone; members are not signalled). Later Signal
+// calls return ErrGroupGone. Call it after Done is closed and Terminate has
+// returned; it is idempotent. The Reaper releases a process itself when its
+// group is already empty at the leader's reap, and releases every reaped
+// process on Close.
+func (p *Process) Release() {
+	p.sigMu.Lock()
+	if !p.released {
+		p.released = true
+		if p.pidfd >= 0 {
+			unix.Close(p.pidfd)
+			p.pidfd = -1
+		}
+		if p.cg != nil && p.r != nil && p.r.cg != nil {
+			p.r.cg.release(p.cg)
+		}
+	}
+	p.sigMu.Unlock()
+	if p.r != nil {
+		p.r.procsMu.Lock()
+		delete(p.r.held, p)
+		p.r.procsMu.Unlock()
+	}
+}
+
+// oomKilled decides ExitStatus.OOMKilled at the leader's reap.
+func (p *Process) oomKilled(st ExitStatus) bool {
+	if p.cg != nil {
+		if n, ok := p.cg.oomKills(); ok {
+			return n > 0
+		}
+	}
+	return st.Signal == syscall.SIGKILL && !p.sentKill.Load() && p.oom.rose()
+}
+
+// releaseReaped releases every process whose leader has been reaped, and
+// takes the cgroup tree down as far as it can (Close).
+func (r *Reaper) releaseReaped() {
+	r.procsMu.Lock()
+	var ps []*Process
+	for p := range r.held {
+		select {
+		case <-p.done:
+			ps = append(ps, p)
+		default:
+		}
+	}
+	r.procsMu.Unlock()
+	for _, p := range ps {
+		p.Release()
+	}
+	if r.cg != nil {
+		r.cg.remove()
+	}
+}
+
+// commandCgroup creates the next command's cgroup (cgroup mode) and points
+// sys at it (CLONE_INTO_CGROUP), so the child is in it from its first
+// instruction. It returns the fd to close after the fork, or -1. Called with
+// forkMu read-locked. A cgroup that cannot be created is logged and the
+// command runs as a plain process group.
+func (r *Reaper) commandCgroup(sys *syscall.SysProcAttr) (*cmdCgroup, int) {
+	if r.cg == nil {
+		return nil, -1
+	}
+	cg, fd, err := r.cg.newCommand()
+	if err != nil {
+		r.log.Warn("cannot create the command's cgroup; running it as a process group only", zap.Error(err))
+		return nil, -1
+	}
+	sys.UseCgroupFD, sys.CgroupFD = true, fd
+	return cg, fd
+}
+
+// openPidfd opens a pidfd of a child that cannot have been reaped yet (the
+// caller holds forkMu's read lock), or returns -1 where pidfds are missing.
+func openPidfd(pid int) int {
+	fd, err := unix.PidfdOpen(pid, 0) // pidfds are always close-on-exec
+	if err != nil {
+		return -1
+	}
+	return fd
 }
 
 // Terminate sends SIGTERM to the group, then SIGKILL to the group once grace has
@@ -491,9 +675,11 @@ func (p *Process) groupEmpty() bool {
 // group was found empty (checked every 20 ms once the leader has been reaped). When
 // ctx is done before grace has passed, SIGKILL is sent at once.
 //
-// Processes that left the group (setpgid/setsid) are not reached.
+// In cgroup mode the SIGKILL is cgroup.kill as well, and "empty" means the
+// command's cgroup too: processes that left the group (setsid) get no SIGTERM
+// but are killed after the grace. Without a cgroup they are not reached.
 func (p *Process) Terminate(ctx context.Context, grace time.Duration) {
-	if errors.Is(p.Signal(syscall.SIGTERM), ErrGroupGone) {
+	if errors.Is(p.Signal(syscall.SIGTERM), ErrGroupGone) && p.gone() {
 		return
 	}
 	timer := time.NewTimer(grace)
@@ -503,10 +689,10 @@ func (p *Process) Terminate(ctx context.Context, grace time.Duration) {
 	for {
 		select {
 		case <-ctx.Done():
-			_ = p.Signal(syscall.SIGKILL)
+			p.kill()
 			return
 		case <-timer.C:
-			_ = p.Signal(syscall.SIGKILL)
+			p.kill()
 			return
 		case <-done:
 			done = nil

@@ -33,3 +33,46 @@ func (p *Process) Signal(sig syscall.Signal) error { return ErrUnsupported }
 
 // Terminate does nothing.
 func (p *Process) Terminate(ctx context.Context, grace time.Duration) {}
+
+// cmdCgroup and oomBaseline exist only on Linux.
+type (
+	cmdCgroup   struct{}
+	oomBaseline struct{}
+)
+
+// The isolation modes (see the Linux implementation).
+const (
+	ModeCgroup  = "cgroup"
+	ModeThreads = "threads"
+)
+
+// DefaultPidsHeadroom: see the Linux implementation.
+const DefaultPidsHeadroom = 128
+
+// Isolation: see the Linux implementation.
+type Isolation struct {
+	Mode            string
+	Reason          string
+	Cgroup          string
+	Controllers     []string
+	CommandsPidsMax int64
+	PidfdSignals    bool
+}
+
+// CgroupOptions: see the Linux implementation.
+type CgroupOptions struct {
+	Root         string
+	MoveSelf     bool
+	PidsHeadroom int64
+}
+
+// UseCgroups returns ErrUnsupported.
+func (r *Reaper) UseCgroups(opts CgroupOptions) error { return ErrUnsupported }
+
+// Isolation reports the threads mode.
+func (r *Reaper) Isolation() Isolation {
+	return Isolation{Mode: ModeThreads, Reason: "unsupported on this operating system"}
+}
+
+// Release does nothing.
+func (p *Process) Release() {}

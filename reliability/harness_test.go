@@ -148,8 +148,10 @@ type daemon struct {
 type daemonConfig struct {
 	env   map[string]string // SANDBOX_* settings; SANDBOX_RUNTIME_ADDR and SANDBOX_BASE_DIR are set unless given
 	pidNS bool              // run under `unshare --pid --fork --mount-proc` (PID 1 of a new namespace)
+	// pidMax, with pidNS, sets the namespace's pid_max first (Linux 6.14+).
+	pidMax int
 	// prefix runs the daemon under a command that execs it in place (e.g.
-	// prlimit --nofile=N:N), so that its pid stays the daemon's.
+	// prlimit --nofile=N:N, setpriv), so that its pid stays the daemon's.
 	prefix []string
 }
 
@@ -169,7 +171,10 @@ func startDaemon(t testing.TB, cfg daemonConfig) *daemon {
 		env["SANDBOX_BASE_DIR"] = t.TempDir()
 	}
 	var cmd *exec.Cmd
-	if cfg.pidNS {
+	if cfg.pidNS && cfg.pidMax > 0 {
+		cmd = exec.Command("unshare", "--pid", "--fork", "--mount-proc", "sh", "-c",
+			fmt.Sprintf(`echo %d > /proc/sys/kernel/pid_max && exec "$0"`, cfg.pidMax), binPath)
+	} else if cfg.pidNS {
 		cmd = exec.Command("unshare", "--pid", "--fork", "--mount-proc", binPath)
 	} else {
 		cmd = exec.Command(binPath)

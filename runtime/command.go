@@ -116,6 +116,7 @@ func (c *Command) status(look bool) Status {
 			s.Signal = &name
 		}
 		s.ExpiresAt = utcPtr(c.finishedAt.Add(c.m.cfg.ResultTTL))
+		s.OOMKilled = c.exit.OOMKilled
 		s.Resources = &Resources{
 			UserCPUMillis:   c.exit.UserCPU.Milliseconds(),
 			SystemCPUMillis: c.exit.SysCPU.Milliseconds(),
@@ -284,10 +285,23 @@ func (c *Command) run(p *procgroup.Process) {
 	defer timeout.Stop()
 	var grace <-chan time.Time
 	var terminated chan struct{}
-	termCtx, stopTerm := context.WithCancel(context.Background())
+	termCtx, stopTerm := c.m.killContext()
 	defer stopTerm()
-	leaderDone, endCh, shutdown := p.Done(), c.endCh, c.m.shutdownCh
+	leaderDone, endCh, shutdown, killNow := p.Done(), c.endCh, c.m.shutdownCh, c.m.killNow
 	pipesOpen := true
+	hurry := false // Shutdown's kill deadline has passed: no more grace
+	pipeGrace := func() *time.Timer {
+		if hurry {
+			return time.NewTimer(minPipeDrain)
+		}
+		return time.NewTimer(max(c.m.killGrace(), minPipeDrain))
+	}
+	var g *time.Timer
+	defer func() {
+		if g != nil {
+			g.Stop()
+		}
+	}()
 	for leaderDone != nil || (pipesOpen && grace != nil) {
 		select {
 		case <-leaderDone:
@@ -298,8 +312,7 @@ func (c *Command) run(p *procgroup.Process) {
 			// Wait for EOF on both pipes for the grace (at least a moment);
 			// a background member may hold them open. Whatever is in the pipes
 			// when the grace ends is still collected (see below).
-			g := time.NewTimer(max(c.m.cfg.KillGrace, minPipeDrain))
-			defer g.Stop()
+			g = pipeGrace()
 			grace = g.C
 		case <-pipesDone:
 			pipesDone, pipesOpen = nil, false
@@ -310,12 +323,21 @@ func (c *Command) run(p *procgroup.Process) {
 		case <-shutdown:
 			shutdown = nil
 			c.requestEnd(causeShutdown)
+		case <-killNow:
+			// Terminate (termCtx) sends SIGKILL now; the pipe grace shrinks
+			// to its minimum, so the command ends inside Shutdown's budget.
+			killNow, hurry = nil, true
+			if g != nil {
+				g.Stop()
+				g = pipeGrace()
+				grace = g.C
+			}
 		case <-endCh:
 			endCh = nil
 			terminated = make(chan struct{})
 			go func() {
 				defer close(terminated)
-				p.Terminate(termCtx, c.m.cfg.KillGrace)
+				p.Terminate(termCtx, c.m.killGrace())
 			}()
 		}
 	}
@@ -346,6 +368,7 @@ func (c *Command) run(p *procgroup.Process) {
 		c.cause = causeNone
 		c.mu.Unlock()
 	}
+	p.Release() // signalling is over: the pidfd and the cgroup go
 	c.finish(p.Exit())
 }
 
@@ -376,7 +399,8 @@ func (c *Command) finish(exit procgroup.ExitStatus) {
 		zap.Int64("stdout_bytes", st.StdoutTotal),
 		zap.Int64("stderr_bytes", st.StderrTotal),
 		zap.Int64("pty_bytes", st.End-st.StdoutTotal-st.StderrTotal),
-		zap.Bool("truncated", st.Truncated))
+		zap.Bool("truncated", st.Truncated),
+		zap.Bool("oom_killed", exit.OOMKilled))
 }
 
 // pump copies one pipe into the ring until EOF or until the pipe is closed.

@@ -50,7 +50,7 @@ type Config struct {
 	ResultTTL      time.Duration // lifetime of a finished handle (SANDBOX_RESULT_TTL_SECONDS)
 	DefaultTimeout time.Duration // timeout when a request gives none (SANDBOX_DEFAULT_TIMEOUT_SECONDS)
 	MaxTimeout     time.Duration // cap on any timeout (SANDBOX_EXEC_TIMEOUT_SECONDS)
-	KillGrace      time.Duration // SIGTERM→SIGKILL grace, and pipe grace after leader exit (SANDBOX_KILL_GRACE_SECONDS)
+	KillGrace      time.Duration // SIGTERM→SIGKILL grace, and pipe grace after leader exit (SANDBOX_KILL_GRACE_SECONDS); NoKillGrace for none
 	StdinLimit     int           // bytes queued for a command's stdin
 	Tombstones     int           // ids of dropped handles remembered for 410
 	BaseDir        string        // default cwd; must be absolute
@@ -66,6 +66,10 @@ type Config struct {
 	Logger   *zap.Logger // nil: zap.NewNop()
 	Observer Observer    // nil: none
 }
+
+// NoKillGrace as Config.KillGrace means no grace: SIGKILL right after SIGTERM
+// (the zero value means the default, 2 s). Config() reports it as 0.
+const NoKillGrace time.Duration = -1
 
 // DefaultConfig returns the contract's defaults (BaseDir and Env left empty).
 func DefaultConfig() Config {
@@ -95,6 +99,7 @@ func (c Config) withDefaults() Config {
 	orDefault(&c.ResultTTL, d.ResultTTL)
 	orDefault(&c.DefaultTimeout, d.DefaultTimeout)
 	orDefault(&c.MaxTimeout, d.MaxTimeout)
+	orDefault(&c.KillGrace, d.KillGrace)
 	orDefault(&c.StdinLimit, d.StdinLimit)
 	orDefault(&c.Tombstones, d.Tombstones)
 	orDefault(&c.LegacyOutputLimit, d.LegacyOutputLimit)
@@ -146,8 +151,8 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("%s must be > 0 (got %s)", name, d))
 		}
 	}
-	if c.KillGrace < 0 {
-		errs = append(errs, fmt.Errorf("kill grace must be >= 0 (got %s)", c.KillGrace))
+	if c.KillGrace < 0 && c.KillGrace != NoKillGrace {
+		errs = append(errs, fmt.Errorf("kill grace must be >= 0 or NoKillGrace (got %s)", c.KillGrace))
 	}
 	if c.BaseDir == "" || !filepath.IsAbs(c.BaseDir) {
 		errs = append(errs, fmt.Errorf("base dir must be an absolute path (got %q)", c.BaseDir))

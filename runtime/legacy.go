@@ -193,19 +193,27 @@ func (m *Manager) execute(argv []string, timeout time.Duration) (ExecResult, err
 		if why == causeShutdown {
 			grace = m.cfg.KillGrace
 		}
-		p.Terminate(context.Background(), grace)
+		kctx, stop := m.killContext()
+		p.Terminate(kctx, grace)
+		stop()
 		<-p.Done()
 		// Processes that left the group may still hold the pipes; give them
 		// the grace, then stop reading.
 		select {
 		case <-pipesDone:
 		case <-time.After(m.cfg.KillGrace):
+		case <-m.killNow: // Shutdown's deadline: keep only the minimum pipe drain
+			select {
+			case <-pipesDone:
+			case <-time.After(minPipeDrain):
+			}
 		}
 	}
 	p.Stdout.Close()
 	p.Stderr.Close()
 	pumps.Wait()
 	exit := p.Exit()
+	p.Release()
 	res = ExecResult{
 		Stdout: out.Capture, Stderr: errOut.Capture,
 		StdoutDropped: out.dropped, StderrDropped: errOut.dropped,

@@ -26,6 +26,8 @@ type Manager struct {
 	reaper *procgroup.Reaper
 
 	shutdownCh  chan struct{} // closed when Shutdown begins
+	killNow     chan struct{} // closed when Shutdown's kill deadline passes (see Shutdown)
+	killOnce    sync.Once
 	stopJanitor chan struct{}
 	janitorDone chan struct{}
 	wg          sync.WaitGroup // owner goroutines and legacy runs
@@ -55,6 +57,7 @@ func New(cfg Config, reaper *procgroup.Reaper) (*Manager, error) {
 		obs:         cfg.Observer,
 		reaper:      reaper,
 		shutdownCh:  make(chan struct{}),
+		killNow:     make(chan struct{}),
 		stopJanitor: make(chan struct{}),
 		janitorDone: make(chan struct{}),
 		execSlots:   make(chan struct{}, cfg.MaxExecutions),
@@ -65,8 +68,16 @@ func New(cfg Config, reaper *procgroup.Reaper) (*Manager, error) {
 	return m, nil
 }
 
-// Config returns the effective configuration (defaults applied).
-func (m *Manager) Config() Config { return m.cfg }
+// killGrace is the SIGTERM→SIGKILL grace in force (NoKillGrace is 0).
+func (m *Manager) killGrace() time.Duration { return max(m.cfg.KillGrace, 0) }
+
+// Config returns the effective configuration (defaults applied; NoKillGrace
+// reads as a KillGrace of 0).
+func (m *Manager) Config() Config {
+	c := m.cfg
+	c.KillGrace = m.killGrace()
+	return c
+}
 
 func (m *Manager) janitor() {
 	defer close(m.janitorDone)
@@ -159,7 +170,7 @@ func (m *Manager) Create(r CreateRequest) (Status, bool, error) {
 	})
 	spawn := time.Since(t0)
 	if err != nil {
-		c.startErr = errorf(ErrSpawnFailed, "%v", err).(*classified).wrap(err)
+		c.startErr = spawnError(err)
 		m.mu.Lock()
 		m.removeLocked(c)
 		m.running--
@@ -309,9 +320,20 @@ func (m *Manager) Counts() (running, retained int) {
 // ShuttingDown is closed when Shutdown begins; streams use it to end early.
 func (m *Manager) ShuttingDown() <-chan struct{} { return m.shutdownCh }
 
+// shutdownKillReserve is how much of Shutdown's budget is kept after the
+// SIGKILL escalation for the processes to die, be reaped and their pipes to
+// be drained (at most a fifth of the budget).
+const shutdownKillReserve = time.Second
+
 // Shutdown stops admitting commands, ends every running command (and legacy
 // execution) with state terminated, and waits until all have finished or ctx
 // is done.
+//
+// The kill escalation runs inside ctx: SIGTERM at once, SIGKILL after the
+// kill grace or, when ctx has a deadline, shutdownKillReserve (at most a fifth
+// of what is left) before it, whichever comes first; the pipe grace is cut to
+// its 100 ms minimum then. So a kill grace longer than the budget does not
+// stretch the shutdown past it. When ctx ends, whatever is left is SIGKILLed.
 func (m *Manager) Shutdown(ctx context.Context) error {
 	m.mu.Lock()
 	if !m.closing {
@@ -319,6 +341,11 @@ func (m *Manager) Shutdown(ctx context.Context) error {
 		close(m.shutdownCh)
 	}
 	m.mu.Unlock()
+	if dl, ok := ctx.Deadline(); ok {
+		left := time.Until(dl)
+		t := time.AfterFunc(left-min(shutdownKillReserve, left/5), m.killAll)
+		defer t.Stop()
+	}
 	done := make(chan struct{})
 	go func() { m.wg.Wait(); close(done) }()
 	select {
@@ -326,6 +353,35 @@ func (m *Manager) Shutdown(ctx context.Context) error {
 		m.Close()
 		return nil
 	case <-ctx.Done():
+		m.killAll()
 		return errors.Join(errors.New("shutdown: commands still running"), ctx.Err())
 	}
+}
+
+// killAll makes every command's kill escalation send SIGKILL now.
+func (m *Manager) killAll() { m.killOnce.Do(func() { close(m.killNow) }) }
+
+// killContext returns a context that is cancelled when Shutdown's kill
+// deadline passes, for procgroup.Process.Terminate; stop releases it.
+func (m *Manager) killContext() (ctx context.Context, stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		select {
+		case <-m.killNow:
+			cancel()
+		case <-done:
+		}
+	}()
+	return ctx, func() { close(done); cancel() }
+}
+
+// spawnError classifies a failed start: a fork refused for lack of processes
+// or memory is ErrResourceExhausted (naming the limits), anything else
+// ErrSpawnFailed.
+func spawnError(err error) error {
+	if errors.Is(err, procgroup.ErrResourceExhausted) {
+		return errorf(ErrResourceExhausted, "cannot start a process: %v", err).(*classified).wrap(err)
+	}
+	return errorf(ErrSpawnFailed, "%v", err).(*classified).wrap(err)
 }

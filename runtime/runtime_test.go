@@ -749,7 +749,7 @@ func TestNoLeaksAfter500Commands(t *testing.T) {
 }
 
 func TestZeroGraceKeepsOutput(t *testing.T) {
-	m := newManager(t, func(c *Config) { c.KillGrace = 0 })
+	m := newManager(t, func(c *Config) { c.KillGrace = NoKillGrace })
 	for i := 0; i < 30; i++ {
 		c := mustCreate(t, m, CreateRequest{Argv: []string{"echo", "hi"}})
 		if st := waitDone(t, c); st.StdoutBytes != 3 || st.State != StateExited {

@@ -29,6 +29,9 @@ type Status struct {
 	PTY             *PTYStatus `json:"pty"`               // the terminal; nil without one
 	PTYBytes        int64      `json:"pty_bytes"`         // terminal output bytes (0 without a terminal)
 	WaitingForInput *bool      `json:"waiting_for_input"` // nil without a terminal or stdin pipe; see procgroup.Process.WaitingForInput
+	// OOMKilled: the kernel's OOM killer ended a process of the command (see
+	// procgroup.ExitStatus.OOMKilled for how it is told); false until finished.
+	OOMKilled bool `json:"oom_killed"`
 }
 
 // Resources is what the kernel reported for the process tree at reap time.

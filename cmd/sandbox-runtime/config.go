@@ -177,6 +177,9 @@ func (c *config) runtimeConfig() runtime.Config {
 	rc.DefaultTimeout = c.DefaultTimeout
 	rc.MaxTimeout = c.MaxTimeout
 	rc.KillGrace = c.KillGrace
+	if c.KillGrace == 0 {
+		rc.KillGrace = runtime.NoKillGrace // 0 in runtime.Config means the default
+	}
 	rc.BaseDir = c.BaseDir
 	rc.Env = os.Environ()
 	return rc

@@ -106,6 +106,7 @@ func run(ctx context.Context, stopSignals func(), cfg *config, log *zap.Logger, 
 		return fmt.Errorf("starting the reaper: %w", err)
 	}
 	defer reaper.Close()
+	iso := isolate(reaper, cfg, log)
 
 	metrics := api.NewMetrics(nil)
 	rc := cfg.runtimeConfig()
@@ -126,6 +127,9 @@ func run(ctx context.Context, stopSignals func(), cfg *config, log *zap.Logger, 
 		AllowedOrigins:    cfg.AllowedOrigins,
 		Logger:            log,
 		Metrics:           metrics,
+
+		Isolation:       iso,
+		ReservedThreads: procgroup.DefaultReservedThreads,
 	})
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
@@ -179,4 +183,29 @@ func run(ctx context.Context, stopSignals func(), cfg *config, log *zap.Logger, 
 	// kernel) is logged; the shutdown itself still succeeded: exit 0.
 	log.Info("stopped", zap.Duration("took", time.Since(start)), zap.NamedError("commands", merr), zap.NamedError("http", herr))
 	return nil
+}
+
+// isolate keeps commands from starving the daemon of processes (issue 10):
+// OS threads made up front, so the Go runtime never needs a new one while
+// commands hold every pid, and, where a cgroup v2 tree is writable, a tree of
+// its own (the daemon in a leaf, each command in a cgroup killed with
+// cgroup.kill, pids.max headroom where a pids controller exists). It logs and
+// returns the mode in force.
+func isolate(reaper *procgroup.Reaper, cfg *config, log *zap.Logger) procgroup.Isolation {
+	threads := procgroup.ReserveThreads(procgroup.DefaultReservedThreads)
+	if err := reaper.UseCgroups(procgroup.CgroupOptions{MoveSelf: true}); err != nil {
+		log.Info("no cgroup tree of our own; commands are process groups", zap.Error(err))
+	}
+	iso := reaper.Isolation()
+	log.Info("isolation",
+		zap.String("mode", iso.Mode),
+		zap.String("reason", iso.Reason),
+		zap.String("cgroup", iso.Cgroup),
+		zap.Int("threads", threads),
+		zap.Bool("pidfd_signals", iso.PidfdSignals))
+	if budget := cfg.ShutdownTimeout * 4 / 5; cfg.KillGrace >= budget {
+		log.Warn("the kill grace does not fit the shutdown budget; at shutdown commands get SIGKILL before it has passed",
+			zap.Duration("kill_grace", cfg.KillGrace), zap.Duration("shutdown_timeout", cfg.ShutdownTimeout))
+	}
+	return iso
 }

@@ -1,0 +1,657 @@
+//go:build linux
+
+package procgroup
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+
+	"go.uber.org/zap"
+	"golang.org/x/sys/unix"
+)
+
+// The isolation modes of Isolation.Mode.
+const (
+	// ModeCgroup: the runtime built a cgroup v2 tree of its own; every command
+	// runs in a child cgroup of its own, killed with cgroup.kill.
+	ModeCgroup = "cgroup"
+	// ModeThreads: no writable cgroup v2 tree; commands are process groups and
+	// the runtime keeps OS threads made up front as its headroom.
+	ModeThreads = "threads"
+)
+
+// DefaultPidsHeadroom is how many pids (tasks) CgroupOptions keeps for the
+// runtime below the nearest process limit when it can set pids.max.
+const DefaultPidsHeadroom = 128
+
+// Isolation says how the runtime keeps commands from starving it of
+// processes, and why. It is plain data.
+type Isolation struct {
+	Mode   string // ModeCgroup or ModeThreads
+	Reason string // why this mode (what was found, what failed)
+	// Cgroup is the directory of the runtime's tree (cgroup mode): the runtime
+	// in Cgroup/daemon (when it moved itself), commands in Cgroup/commands/c<N>.
+	Cgroup string
+	// Controllers lists the controllers enabled for the commands (cgroup mode).
+	Controllers []string
+	// CommandsPidsMax is the pids.max set on Cgroup/commands; 0 when none was set.
+	CommandsPidsMax int64
+	// PidfdSignals is true when group signals go through a pidfd of the leader
+	// (pidfd_send_signal with PIDFD_SIGNAL_PROCESS_GROUP, Linux 6.9+), which
+	// cannot reach a process that was given a recycled pid.
+	PidfdSignals bool
+}
+
+// CgroupOptions configures Reaper.UseCgroups.
+type CgroupOptions struct {
+	// Root is the cgroup v2 directory to build the tree in; "" means the
+	// process's own cgroup on the cgroup2 mount.
+	Root string
+	// MoveSelf moves the whole process into Root/…/daemon, so that the
+	// commands' limits and cgroup.kill never include the runtime.
+	MoveSelf bool
+	// PidsHeadroom is how many tasks are kept for the runtime: with a pids
+	// controller, commands get pids.max = (nearest limit) - PidsHeadroom.
+	// 0 means DefaultPidsHeadroom.
+	PidsHeadroom int64
+}
+
+// cgroupTree is the runtime's own cgroup v2 tree. Its fields are written by
+// UseCgroups before any Start sees the tree and never change afterwards, except
+// lingering (guarded by mu).
+type cgroupTree struct {
+	log      *zap.Logger
+	root     string // where the tree was built
+	base     string // root/sandbox-runtime-<pid>
+	daemon   string // base/daemon, "" when the process did not move
+	orig     string // the cgroup the process came from (moved back on Close)
+	commands string // base/commands: parent of every command's cgroup
+
+	seq seqCounter
+
+	mu        sync.Mutex
+	lingering []string // command cgroups that still had members when released
+}
+
+// seqCounter names command cgroups c1, c2, … (guarded by its own mutex).
+type seqCounter struct {
+	mu sync.Mutex
+	n  uint64
+}
+
+func (s *seqCounter) next() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.n++
+	return s.n
+}
+
+// cmdCgroup is the cgroup of one command.
+type cmdCgroup struct {
+	dir string
+}
+
+// UseCgroups builds the runtime's cgroup v2 tree and makes every later Start
+// put its command into a cgroup of its own. It must be called before the first
+// Start. On failure (no cgroup2 mount, no cgroup.kill, a read-only tree) nothing
+// is left behind, the Reaper stays in process-group mode, and the error says
+// why; Isolation reports it either way.
+//
+// Controllers: pids and memory are enabled for the commands where the parent
+// offers them (best effort: a parent with processes of its own refuses). With
+// pids, Root/…/commands gets pids.max = min(nearest pids.max, pid_max) -
+// PidsHeadroom, so a fork storm stops short of the runtime's own threads.
+func (r *Reaper) UseCgroups(opts CgroupOptions) error {
+	t, reason, err := buildCgroupTree(r.log, opts)
+	r.forkMu.Lock()
+	defer r.forkMu.Unlock()
+	r.iso.PidfdSignals = pidfdGroupSignals()
+	if err != nil {
+		r.iso.Mode, r.iso.Reason = ModeThreads, reason
+		return err
+	}
+	r.cg = t
+	r.iso.Mode, r.iso.Reason, r.iso.Cgroup = ModeCgroup, reason, t.base
+	r.iso.Controllers = t.controllers()
+	r.iso.CommandsPidsMax = readInt(filepath.Join(t.commands, "pids.max"))
+	return nil
+}
+
+// Isolation reports the mode in force.
+func (r *Reaper) Isolation() Isolation {
+	r.forkMu.RLock()
+	defer r.forkMu.RUnlock()
+	iso := r.iso
+	if iso.Mode == "" {
+		iso.Mode, iso.Reason = ModeThreads, "cgroups not requested"
+		iso.PidfdSignals = pidfdGroupSignals()
+	}
+	iso.Controllers = append([]string(nil), iso.Controllers...)
+	return iso
+}
+
+func buildCgroupTree(log *zap.Logger, opts CgroupOptions) (*cgroupTree, string, error) {
+	mount, own, err := ownCgroup2()
+	if err != nil {
+		return nil, "no cgroup v2 mount: " + err.Error(), err
+	}
+	root := opts.Root
+	if root == "" {
+		root = filepath.Join(mount, own)
+	}
+	t := &cgroupTree{
+		log:      log,
+		root:     root,
+		base:     filepath.Join(root, fmt.Sprintf("sandbox-runtime-%d-%08x", os.Getpid(), rand.Uint32())),
+		commands: "",
+		orig:     filepath.Join(mount, own),
+	}
+	removeStale(root)
+	if err := os.Mkdir(t.base, 0o755); err != nil {
+		return nil, fmt.Sprintf("cgroup tree %s is not writable: %v", root, errnoOf(err)), err
+	}
+	fail := func(what string, err error) (*cgroupTree, string, error) {
+		t.remove()
+		return nil, fmt.Sprintf("%s: %v", what, err), err
+	}
+	// The root of a hierarchy has no cgroup.kill; every other cgroup has one
+	// from Linux 5.14 on.
+	if !fileExists(filepath.Join(t.base, "cgroup.kill")) {
+		return fail("no cgroup.kill in "+t.base, errors.New("cgroup.kill needs Linux 5.14+"))
+	}
+	if opts.MoveSelf {
+		d := filepath.Join(t.base, "daemon")
+		if err := os.Mkdir(d, 0o755); err != nil {
+			return fail("creating "+d, err)
+		}
+		t.daemon = d
+		if err := writeFile(filepath.Join(d, "cgroup.procs"), strconv.Itoa(os.Getpid())); err != nil {
+			return fail("moving the runtime into "+d, err)
+		}
+	}
+	// Controllers for the commands: root → base → commands → c<N>.
+	want := []string{}
+	avail := strings.Fields(readString(filepath.Join(root, "cgroup.controllers")))
+	for _, c := range []string{"pids", "memory"} {
+		for _, a := range avail {
+			if a == c {
+				want = append(want, c)
+			}
+		}
+	}
+	var enabled []string
+	for _, c := range want {
+		if enableController(root, c) && enableController(t.base, c) {
+			enabled = append(enabled, c)
+		}
+	}
+	t.commands = filepath.Join(t.base, "commands")
+	if err := os.Mkdir(t.commands, 0o755); err != nil {
+		return fail("creating "+t.commands, err)
+	}
+	for _, c := range enabled {
+		enableController(t.commands, c)
+	}
+	reason := "cgroup v2 tree " + root + " is writable"
+	if containsString(enabled, "pids") {
+		headroom := opts.PidsHeadroom
+		if headroom <= 0 {
+			headroom = DefaultPidsHeadroom
+		}
+		limit := nearestPidsMax(root, mount)
+		if pm := readInt("/proc/sys/kernel/pid_max"); pm > 0 && (limit <= 0 || pm < limit) {
+			limit = pm
+		}
+		if limit > 0 {
+			max := max(limit-headroom, 1)
+			if err := writeFile(filepath.Join(t.commands, "pids.max"), strconv.FormatInt(max, 10)); err != nil {
+				log.Warn("cannot set pids.max for commands", zap.Error(err))
+			} else {
+				reason += fmt.Sprintf("; commands are limited to %d tasks, %d kept for the runtime", max, headroom)
+			}
+		}
+	} else {
+		reason += "; no pids controller here, so the runtime keeps threads made up front as its headroom"
+	}
+	return t, reason, nil
+}
+
+// controllers lists what is enabled for the commands' cgroups.
+func (t *cgroupTree) controllers() []string {
+	return strings.Fields(readString(filepath.Join(t.commands, "cgroup.subtree_control")))
+}
+
+// enableController writes +c to dir/cgroup.subtree_control unless it is
+// already there, and reports whether c is enabled afterwards.
+func enableController(dir, c string) bool {
+	if containsString(strings.Fields(readString(filepath.Join(dir, "cgroup.subtree_control"))), c) {
+		return true
+	}
+	return writeFile(filepath.Join(dir, "cgroup.subtree_control"), "+"+c) == nil
+}
+
+// nearestPidsMax returns the smallest finite pids.max of dir and its
+// ancestors up to mount, or 0 when there is none.
+func nearestPidsMax(dir, mount string) int64 {
+	var best int64
+	for d := dir; strings.HasPrefix(d, mount); d = filepath.Dir(d) {
+		if v := readInt(filepath.Join(d, "pids.max")); v > 0 && (best == 0 || v < best) {
+			best = v
+		}
+		if d == mount || d == "/" {
+			break
+		}
+	}
+	return best
+}
+
+// newCommand creates the cgroup of the next command and opens it for
+// CLONE_INTO_CGROUP. The caller closes fd.
+func (t *cgroupTree) newCommand() (*cmdCgroup, int, error) {
+	dir := filepath.Join(t.commands, "c"+strconv.FormatUint(t.seq.next(), 10))
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		return nil, -1, err
+	}
+	fd, err := unix.Open(dir, unix.O_DIRECTORY|unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		unix.Rmdir(dir)
+		return nil, -1, os.NewSyscallError("open", err)
+	}
+	return &cmdCgroup{dir: dir}, fd, nil
+}
+
+// kill writes cgroup.kill: SIGKILL to every process of the cgroup, including
+// those that left the process group (setsid).
+func (c *cmdCgroup) kill() error {
+	return writeFile(filepath.Join(c.dir, "cgroup.kill"), "1")
+}
+
+// populated reports whether any process is left in the cgroup.
+func (c *cmdCgroup) populated() bool {
+	for _, line := range strings.Split(readString(filepath.Join(c.dir, "cgroup.events")), "\n") {
+		if v, ok := strings.CutPrefix(line, "populated "); ok {
+			return v != "0"
+		}
+	}
+	return false
+}
+
+// oomKills returns the oom_kill counter of the cgroup's memory.events, and
+// whether the cgroup has one (a memory controller).
+func (c *cmdCgroup) oomKills() (int64, bool) {
+	b, err := os.ReadFile(filepath.Join(c.dir, "memory.events"))
+	if err != nil {
+		return 0, false
+	}
+	return counter(b, "oom_kill"), true
+}
+
+// release removes the cgroup, or keeps it for a later try while it has members.
+func (t *cgroupTree) release(c *cmdCgroup) {
+	if err := unix.Rmdir(c.dir); err == nil || err == unix.ENOENT {
+		return
+	}
+	t.mu.Lock()
+	t.lingering = append(t.lingering, c.dir)
+	t.mu.Unlock()
+}
+
+// sweep removes lingering command cgroups whose last member has gone.
+func (t *cgroupTree) sweep() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	kept := t.lingering[:0]
+	for _, d := range t.lingering {
+		if err := unix.Rmdir(d); err != nil && err != unix.ENOENT {
+			kept = append(kept, d)
+		}
+	}
+	t.lingering = kept
+}
+
+// remove takes the tree down as far as it can: lingering command cgroups
+// whose members are gone, the commands parent, the runtime's leaf (after
+// moving the process back where it came from) and the base.
+//
+// When command cgroups still have members (a setsid escapee, a zombie not yet
+// reaped by its new parent), the empty daemon leaf is kept: it marks the tree
+// as stale for the next runtime's removeStale.
+func (t *cgroupTree) remove() {
+	t.sweep()
+	commandsGone := true
+	if t.commands != "" {
+		if err := unix.Rmdir(t.commands); err != nil && err != unix.ENOENT {
+			commandsGone = false
+			t.log.Warn("command cgroups still have members; left in place", zap.String("cgroup", t.commands))
+		}
+	}
+	if t.daemon != "" {
+		if err := writeFile(filepath.Join(t.orig, "cgroup.procs"), strconv.Itoa(os.Getpid())); err == nil && commandsGone {
+			unix.Rmdir(t.daemon)
+		}
+	}
+	unix.Rmdir(t.base)
+}
+
+// removeStale removes the trees of runtimes that are gone (killed before
+// they could clean up): a tree whose daemon leaf is empty. rmdir only ever
+// removes empty cgroups, so a command cgroup that still has processes stays.
+// Trees without a daemon leaf (a runtime that did not move itself) are left
+// to their owner.
+func removeStale(root string) {
+	entries, err := os.ReadDir(root)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		if !e.IsDir() || !strings.HasPrefix(e.Name(), "sandbox-runtime-") {
+			continue
+		}
+		base := filepath.Join(root, e.Name())
+		procs, err := os.ReadFile(filepath.Join(base, "daemon", "cgroup.procs"))
+		if err != nil || len(bytes.TrimSpace(procs)) > 0 {
+			continue // no daemon leaf, or its runtime is alive
+		}
+		cmds, _ := os.ReadDir(filepath.Join(base, "commands"))
+		for _, c := range cmds {
+			if c.IsDir() {
+				unix.Rmdir(filepath.Join(base, "commands", c.Name()))
+			}
+		}
+		unix.Rmdir(filepath.Join(base, "commands"))
+		unix.Rmdir(filepath.Join(base, "daemon"))
+		unix.Rmdir(base)
+	}
+}
+
+// ownCgroup2 returns the cgroup2 mount point and the process's path in it.
+func ownCgroup2() (mount, path string, err error) {
+	b, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return "", "", err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if p, ok := strings.CutPrefix(line, "0::"); ok {
+			path = p
+		}
+	}
+	if path == "" {
+		return "", "", errors.New("no unified hierarchy in /proc/self/cgroup")
+	}
+	mount, root := findMount(func(fstype, opts string) bool { return fstype == "cgroup2" })
+	if mount == "" {
+		return "", "", errors.New("no cgroup2 file system in /proc/self/mountinfo")
+	}
+	return mount, relTo(path, root), nil
+}
+
+// findMount returns the mount point and root of the first mount in
+// /proc/self/mountinfo that match accepts (by file system type and super
+// options).
+func findMount(match func(fstype, superOpts string) bool) (mount, root string) {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return "", ""
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		// id parent maj:min root mountpoint opts [optional...] - fstype source superopts
+		fields := strings.Fields(sc.Text())
+		sep := -1
+		for i, f := range fields {
+			if f == "-" {
+				sep = i
+				break
+			}
+		}
+		if sep < 5 || sep+3 > len(fields) {
+			continue
+		}
+		if match(fields[sep+1], fields[len(fields)-1]) {
+			return fields[4], fields[3]
+		}
+	}
+	return "", ""
+}
+
+// relTo strips a bind mount's root from a cgroup path.
+func relTo(path, root string) string {
+	if root != "/" && strings.HasPrefix(path, root) {
+		path = strings.TrimPrefix(path, root)
+	}
+	if path == "" {
+		path = "/"
+	}
+	return path
+}
+
+// v1Dir returns the directory of the process's cgroup in the v1 hierarchy of
+// controller, or "".
+func v1Dir(controller string) string {
+	b, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return ""
+	}
+	var path string
+	for _, line := range strings.Split(string(b), "\n") {
+		parts := strings.SplitN(line, ":", 3)
+		if len(parts) == 3 && containsString(strings.Split(parts[1], ","), controller) {
+			path = parts[2]
+		}
+	}
+	if path == "" {
+		return ""
+	}
+	mount, root := findMount(func(fstype, opts string) bool {
+		return fstype == "cgroup" && containsString(strings.Split(opts, ","), controller)
+	})
+	if mount == "" {
+		return ""
+	}
+	return filepath.Join(mount, relTo(path, root))
+}
+
+// oomBaseline is what a command's OOM attribution compares against: the OOM
+// kill counter of the runtime's memory cgroup (or /proc/vmstat) at start.
+type oomBaseline struct {
+	file  string // "" when there is no counter to read
+	count int64
+}
+
+var (
+	oomSourceOnce sync.Once
+	oomSource     string // the file with the runtime's oom_kill counter
+)
+
+// oomCounterFile finds, once, where the OOM kills that can hit the runtime's
+// commands are counted: memory.events of its cgroup v2, memory.oom_control of
+// its v1 memory cgroup, else the machine-wide /proc/vmstat.
+func oomCounterFile() string {
+	oomSourceOnce.Do(func() {
+		if mount, own, err := ownCgroup2(); err == nil {
+			if f := filepath.Join(mount, own, "memory.events"); fileExists(f) {
+				oomSource = f
+				return
+			}
+		}
+		if d := v1Dir("memory"); d != "" {
+			if f := filepath.Join(d, "memory.oom_control"); fileExists(f) {
+				oomSource = f
+				return
+			}
+		}
+		if fileExists("/proc/vmstat") {
+			oomSource = "/proc/vmstat"
+		}
+	})
+	return oomSource
+}
+
+func newOOMBaseline() oomBaseline {
+	f := oomCounterFile()
+	if f == "" {
+		return oomBaseline{}
+	}
+	b, _ := os.ReadFile(f)
+	return oomBaseline{file: f, count: counter(b, "oom_kill")}
+}
+
+// rose reports whether the counter grew since the baseline was taken.
+func (o oomBaseline) rose() bool {
+	if o.file == "" {
+		return false
+	}
+	b, _ := os.ReadFile(o.file)
+	return counter(b, "oom_kill") > o.count
+}
+
+// counter returns the value of the "key N" line of a flat-keyed file.
+func counter(b []byte, key string) int64 {
+	for _, line := range bytes.Split(b, []byte("\n")) {
+		if v, ok := bytes.CutPrefix(line, []byte(key+" ")); ok {
+			n, _ := strconv.ParseInt(string(bytes.TrimSpace(v)), 10, 64)
+			return n
+		}
+	}
+	return 0
+}
+
+// limitReport names the process limits in force, for a fork that failed with
+// EAGAIN: e.g. "pids.max 400 with 400 in use (cgroup …); pid_max 400 with 398
+// tasks in this pid namespace".
+func (r *Reaper) limitReport(cg *cmdCgroup) string {
+	var parts []string
+	pids := func(dir, what string) {
+		max := readString(filepath.Join(dir, "pids.max"))
+		if max == "" || max == "max" {
+			return
+		}
+		parts = append(parts, fmt.Sprintf("pids.max %s with %s in use (%s %s)", max, readString(filepath.Join(dir, "pids.current")), what, dir))
+	}
+	if cg != nil {
+		pids(filepath.Dir(cg.dir), "cgroup of the commands")
+	}
+	if mount, own, err := ownCgroup2(); err == nil {
+		for d := filepath.Join(mount, own); strings.HasPrefix(d, mount) && d != mount; d = filepath.Dir(d) {
+			pids(d, "cgroup")
+		}
+	}
+	if d := v1Dir("pids"); d != "" {
+		pids(d, "v1 cgroup")
+	}
+	var rl unix.Rlimit
+	if unix.Getrlimit(unix.RLIMIT_NPROC, &rl) == nil && rl.Cur != unix.RLIM_INFINITY && os.Geteuid() != 0 {
+		parts = append(parts, fmt.Sprintf("RLIMIT_NPROC %d for uid %d", rl.Cur, os.Geteuid()))
+	}
+	if pm := readInt("/proc/sys/kernel/pid_max"); pm > 0 {
+		parts = append(parts, fmt.Sprintf("pid_max %d with %d tasks in this pid namespace", pm, countTasks()))
+	}
+	if len(parts) == 0 {
+		return "a process limit or memory is exhausted"
+	}
+	return "process limits: " + strings.Join(parts, "; ")
+}
+
+// countTasks counts the threads of every process visible in /proc.
+func countTasks() int {
+	procs, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for _, p := range procs {
+		if p.Name()[0] < '0' || p.Name()[0] > '9' {
+			continue
+		}
+		if tasks, err := os.ReadDir("/proc/" + p.Name() + "/task"); err == nil {
+			n += len(tasks)
+		}
+	}
+	return n
+}
+
+func readString(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// readInt reads a number file; "max", a missing file or garbage give 0.
+func readInt(path string) int64 {
+	n, err := strconv.ParseInt(readString(path), 10, 64)
+	if err != nil {
+		return 0
+	}
+	return n
+}
+
+// writeFile writes s to an existing (kernel) file in one write.
+func writeFile(path, s string) error {
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteString(s)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
+
+func containsString(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+// pidfdSignalProcessGroup is PIDFD_SIGNAL_PROCESS_GROUP (Linux 6.9+): the
+// signal goes to the process group of the pidfd's process, found through the
+// kernel's struct pid (never a number that could have been recycled).
+const pidfdSignalProcessGroup = 1 << 2
+
+var (
+	pidfdProbeOnce sync.Once
+	pidfdGroupOK   bool
+)
+
+// pidfdGroupSignals reports, once per process, whether pidfd_send_signal
+// accepts PIDFD_SIGNAL_PROCESS_GROUP (probed with signal 0 on our own pid).
+func pidfdGroupSignals() bool {
+	pidfdProbeOnce.Do(func() {
+		fd, err := unix.PidfdOpen(os.Getpid(), 0)
+		if err != nil {
+			return
+		}
+		defer unix.Close(fd)
+		// ESRCH: we lead no group, but the flag was understood; an old
+		// kernel answers EINVAL.
+		err = unix.PidfdSendSignal(fd, 0, nil, pidfdSignalProcessGroup)
+		pidfdGroupOK = err == nil || err == unix.ESRCH || err == unix.EPERM
+	})
+	return pidfdGroupOK
+}
+
+// sendGroup sends sig to the group led by the process behind pidfd.
+func sendGroup(pidfd int, sig syscall.Signal) error {
+	return unix.PidfdSendSignal(pidfd, sig, nil, pidfdSignalProcessGroup)
+}
