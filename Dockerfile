@@ -35,7 +35,8 @@
 # builder (DOCKER_BUILDKIT=0) builds every stage up to the target, so an
 # offline target must not have an image it cannot pull in front of it.
 # (So with the legacy builder an online build of runtime also pulls
-# PYTHON_IMAGE, and dist/ need not exist: see the prebuilt stage.) BuildKit
+# PYTHON_IMAGE and CODEX_BASE and runs the npm install of codex-npm, and
+# dist/ need not exist: see the prebuilt stage.) BuildKit
 # builds only the stages a target needs. This file uses no
 # BuildKit-only syntax (no RUN --mount, COPY --chmod, heredocs), so both
 # builders can parse it.
@@ -188,6 +189,22 @@ LABEL org.opencontainers.image.title="sandbox-runtime-codex" \
 COPY docke[r] dis[t]/code[x] /opt/codex/
 COPY --from=prebuilt /prebuilt/ /usr/local/bin/
 
+# ---- codex-npm: the CLI from the npm registry, for the codex target ----------
+# npm is needed only to install it, so it stays in this stage. It comes
+# before the golang stage so that it can be built (and tried) on its own
+# with the legacy builder: docker build --target codex-npm --network host.
+FROM codex-base AS codex-npm
+USER root
+ENV HOME=/root
+ARG CODEX_VERSION=0.169.0
+RUN set -eu; \
+    apt-get update; \
+    DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends npm; \
+    cd /opt/codex; \
+    printf '{"private": true, "dependencies": {"@openai/codex": "%s"}}\n' "$CODEX_VERSION" >package.json; \
+    npm install --omit=dev --no-audit --no-fund; \
+    test "$(node node_modules/@openai/codex/bin/codex.js --version)" = "codex-cli $CODEX_VERSION"
+
 # ---- build: compile a static binary in the Go image -------------------------
 FROM ${GO_IMAGE} AS build
 WORKDIR /src
@@ -205,19 +222,7 @@ LABEL org.opencontainers.image.title="sandbox-runtime-python" \
       org.opencontainers.image.version="${VERSION}"
 COPY --from=build /out/sandbox-runtime /usr/local/bin/sandbox-runtime
 
-# ---- codex: the CLI from the npm registry ------------------------------------
-# npm is needed only to install it, so it stays in this stage.
-FROM codex-base AS codex-npm
-USER root
-ARG CODEX_VERSION=0.169.0
-RUN set -eu; \
-    apt-get update; \
-    DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends npm; \
-    cd /opt/codex; \
-    printf '{"private": true, "dependencies": {"@openai/codex": "%s"}}\n' "$CODEX_VERSION" >package.json; \
-    npm install --omit=dev --no-audit --no-fund; \
-    test "$(node node_modules/@openai/codex/bin/codex.js --version)" = "codex-cli $CODEX_VERSION"
-
+# ---- codex: the Codex runtime image, online ---------------------------------
 FROM codex-base AS codex
 ARG VERSION=dev
 ARG CODEX_VERSION=0.169.0

@@ -488,6 +488,11 @@ expect_basics sr-runtime 65532
 expect_exited '["/usr/local/bin/sandbox-runtime","--version"]' "sandbox-runtime $VERSION"
 expect_execute "/usr/local/bin/sandbox-runtime --version" \
 	"{\"stdout\":\"sandbox-runtime $VERSION\\n\",\"stderr\":\"\",\"exit_code\":0}"
+# scratch has no shell: a command that needs one is refused, not started.
+call POST /v1/commands '{"argv":["sh","-c","true"]}'
+[[ $code == 422 && $(jq -r .error.code <<<"$body") == spawn_failed ]] ||
+	fail "sr-runtime: sh on scratch: HTTP $code $body, want 422 spawn_failed"
+say "  /v1/commands [\"sh\",...] -> 422 spawn_failed (scratch has no shell)"
 # scratch has no sleep: a second daemon on a free port is the long command.
 expect_graceful_stop sr-runtime '["/usr/local/bin/sandbox-runtime","--addr","127.0.0.1:0"]'
 timing "checks runtime-prebuilt" $((SECONDS - s))
