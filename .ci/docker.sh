@@ -264,7 +264,8 @@ background codexcli '
 		(cd "$tmp" && npm install --omit=dev --no-audit --no-fund --cache "$CACHE_DIR/npm")
 		[[ $(node "$tmp/$launcher" --version) == "codex-cli $ver" ]]
 		rm -rf "$dir"
-		mv -T "$tmp" "$dir"
+		# A concurrent run may have put its own there first: that one will do.
+		mv -T "$tmp" "$dir" 2>/dev/null || [[ $(node "$dir/$launcher" --version) == "codex-cli $ver" ]]
 	else
 		echo "using cached $dir"
 	fi
@@ -645,7 +646,7 @@ check_codex_events() {
 	jsonl=$T/codex.jsonl
 	jq -rj 'select(.type == "output" and .stream == "stdout") | if .encoding == "base64" then (.data | @base64d) else .data end' "$file" >"$jsonl"
 	[[ -s $jsonl && $(tail -c1 "$jsonl" | od -An -c | tr -d ' ') == '\n' ]] || fail "codex exec: stdout does not end with a whole line"
-	jq -ce 'objects' "$jsonl" >/dev/null 2>&1 && [[ $(jq -c 'objects' "$jsonl" | wc -l) == $(wc -l <"$jsonl") ]] ||
+	{ jq -ce 'objects' "$jsonl" >/dev/null 2>&1 && [[ $(jq -c 'objects' "$jsonl" | wc -l) == $(wc -l <"$jsonl") ]]; } ||
 		fail "codex exec: a stdout line is not a JSON object: $(head -c 2000 "$jsonl")"
 	# The order of a turn with one shell call and a final message.
 	jq -se --arg proof "$proof" '
