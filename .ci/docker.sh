@@ -7,15 +7,27 @@
 #   * the binary is built on the host (CGO_ENABLED=0, -trimpath, version
 #     stamped) into dist/sandbox-runtime; the targets runtime-prebuilt
 #     (scratch + binary) and python-prebuilt (on a local Debian python3 base
-#     made by docker/local-base.sh with debootstrap, cached) are built with
-#     the legacy builder;
+#     made by docker/local-base.sh with debootstrap, cached) and codex-prebuilt
+#     (on a local Debian nodejs/git base made the same way, with the Codex CLI
+#     npm-installed on the host into a cached staging dir, dist/codex) are
+#     built with the legacy builder;
 #   * each container answers GET /v1/health on a published port, reports the
 #     stamped version, runs a command through /v1/commands and one through the
 #     legacy POST /execute, as the image's non-root user, in /app;
 #   * python: orphaned grandchildren are reaped by the daemon as PID 1: no
 #     process inside is left in state Z and orphans_reaped_total counts them;
+#   * python: pandas and sklearn import, a venv is made and used, pip installs
+#     into ~/.local, as user 1000 of its own group with a writable HOME;
+#   * codex: codex --version, then a real `codex exec --json` against
+#     docker/codex-stub/model-stub.js, a scripted stand-in for the model API
+#     (the only remote service Codex needs) run inside the container through
+#     /v1/commands: its JSONL events arrive intact and in order through the
+#     NDJSON stream, the file its shell tool call wrote is read through
+#     /v1/files, it exits 0 with no stdin, and once more with "stdin": true
+#     and an immediate eof;
 #   * docker stop (SIGTERM) ends a running command with state "terminated"
-#     and the daemon exits 0 by itself, well inside docker stop's 30 s.
+#     and the daemon exits 0 by itself, well inside docker stop's 30 s (for
+#     codex: a codex exec waiting on the model).
 #
 # If Docker cannot be installed or its daemon cannot start here, the stage
 # prints SKIP with the reason and exits 0. Once dockerd is up, any failure
@@ -23,8 +35,10 @@
 #
 # Environment:
 #   VERSION       version stamped into the binary     (git describe, else "dev")
-#   CACHE_DIR     cache of the debootstrap base       (/var/cache/sandbox-runtime-ci)
-#   CACHE_DAYS    rebuild that base when older        (7)
+#   CACHE_DIR     cache of the debootstrap bases and  (/var/cache/sandbox-runtime-ci)
+#                 of the staged Codex CLI (per version, kept until removed)
+#   CACHE_DAYS    rebuild the bases when older        (7)
+#   CODEX_VERSION the @openai/codex version to stage  (0.169.0)
 #   DOCKER_CI_NETWORK  bridge | host                   (bridge: -p 127.0.0.1:PORT:8888;
 #                                                       host if a bridge cannot be made)
 #   KEEP_TMP=1    keep the temp dir (dockerd log, build logs) for debugging
@@ -175,6 +189,7 @@ command -v dockerd >/dev/null && command -v docker >/dev/null || need+=(docker.i
 command -v debootstrap >/dev/null || need+=(debootstrap)
 command -v curl >/dev/null || need+=(curl)
 command -v jq >/dev/null || need+=(jq)
+command -v npm >/dev/null || need+=(npm)
 if ((${#need[@]})); then
 	command -v apt-get >/dev/null || skip "missing ${need[*]} and no apt-get to install them"
 	s=$SECONDS
@@ -214,11 +229,53 @@ timing "dockerd start" $((SECONDS - s))
 say "dockerd $(docker version --format '{{.Server.Version}}') up (pid $dockerd_pid, storage $(docker info --format '{{.Driver}}'))"
 # From here on every failure fails the stage.
 
-# ---- 3. the local python base, in the background ------------------------------
+# ---- 3. the local bases and the Codex CLI, in the background -----------------
 export CACHE_DIR=${CACHE_DIR:-/var/cache/sandbox-runtime-ci}
+CODEX_VERSION=${CODEX_VERSION:-0.169.0}
+python_include=python3,python3-pip,python3-venv,python3-pandas,python3-sklearn
+codex_include=nodejs,git,ca-certificates,procps
 # shellcheck disable=SC2016 # expanded by the inner shell / by jq
-background base 'docker/local-base.sh local/python:bookworm && echo $SECONDS >"$1"' _ "$T/base.secs"
+background base 'INCLUDE=$2 docker/local-base.sh local/python:bookworm && echo $SECONDS >"$1"' _ "$T/base.secs" "$python_include"
 base_pid=$bg_pid
+# shellcheck disable=SC2016 # expanded by the inner shell / by jq
+background codexbase 'INCLUDE=$2 IMAGE_CMD='"'"'["bash"]'"'"' docker/local-base.sh local/codex:bookworm && echo $SECONDS >"$1"' \
+	_ "$T/codexbase.secs" "$codex_include"
+codexbase_pid=$bg_pid
+
+# The Codex CLI is npm-installed here on the host, not in the build: this
+# dockerd has no bridge (build containers have no network at all), and the
+# legacy builder has no cache mounts, so an install in the build would fetch
+# ~130 MB on every cold build. The installed tree (its package-lock pins
+# every integrity hash) is kept in $CACHE_DIR per version and platform (npm
+# picks the optional @openai/codex-linux-<arch> package of this host, which
+# is the image's platform), checked with codex --version, and hard-linked
+# into dist/codex, which the codex-prebuilt target copies to /opt/codex.
+# shellcheck disable=SC2016 # expanded by the inner shell
+background codexcli '
+	set -euo pipefail
+	ver=$1 dir=$CACHE_DIR/codex-$1-linux-$(uname -m)
+	launcher=node_modules/@openai/codex/bin/codex.js
+	if [[ $(node "$dir/$launcher" --version 2>/dev/null) != "codex-cli $ver" ]]; then
+		mkdir -p "$CACHE_DIR"
+		tmp=$(mktemp -d "$CACHE_DIR/.codex.XXXXXX")
+		trap "rm -rf \"$tmp\"" EXIT
+		printf "{\"private\": true, \"dependencies\": {\"@openai/codex\": \"%s\"}}\n" "$ver" >"$tmp/package.json"
+		echo "npm install @openai/codex@$ver"
+		(cd "$tmp" && npm install --omit=dev --no-audit --no-fund --cache "$CACHE_DIR/npm")
+		[[ $(node "$tmp/$launcher" --version) == "codex-cli $ver" ]]
+		rm -rf "$dir"
+		# A concurrent run may have put its own there first: that one will do.
+		mv -T "$tmp" "$dir" 2>/dev/null || [[ $(node "$dir/$launcher" --version) == "codex-cli $ver" ]]
+	else
+		echo "using cached $dir"
+	fi
+	chmod 755 "$dir" # mktemp -d made it 0700: the image user must read it
+	mkdir -p dist
+	rm -rf dist/codex
+	cp -al "$dir" dist/codex 2>/dev/null || cp -a "$dir" dist/codex
+	echo "dist/codex: $(du -sh dist/codex | cut -f1)"
+	echo $SECONDS >"$2"' _ "$CODEX_VERSION" "$T/codexcli.secs"
+codexcli_pid=$bg_pid
 
 # ---- helpers -------------------------------------------------------------------
 mode=${DOCKER_CI_NETWORK:-bridge}
@@ -301,12 +358,18 @@ stdout_of() {
 	jq -rj 'select(.type == "output" and .stream == "stdout") | if .encoding == "base64" then (.data | @base64d) else .data end' <<<"$body"
 }
 
+# stderr_of ID: the command's retained stderr, JSON-quoted (for messages).
+stderr_of() {
+	curl -sS -m 40 "$base/v1/commands/$1/output?follow=false" |
+		jq -rj 'select(.type == "output" and .stream == "stderr") | if .encoding == "base64" then (.data | @base64d) else .data end' | jq -Rsc .
+}
+
 # expect_exited ARGV_JSON WANT_STDOUT: run it; it must exit 0 in /app with that stdout.
 expect_exited() {
 	local out
 	run_command "$1"
 	[[ $(jq -r '"\(.state) \(.exit_code) \(.cwd)"' <<<"$body") == "exited 0 /app" ]] ||
-		fail "command $1 did not exit 0 in /app: $body"
+		fail "command $1 did not exit 0 in /app: $body; stderr: $(stderr_of "$cid")"
 	out=$(stdout_of "$cid")
 	[[ $out == "$2" ]] || fail "command $1: stdout $(q "$out"), want $(q "$2")"
 	say "  /v1/commands $1 -> exited 0, stdout $(q "$out")"
@@ -346,16 +409,19 @@ expect_basics() {
 	say "  version $VERSION, PID 1 in the container, uid $uid, base dir /app"
 }
 
-# expect_graceful_stop NAME ARGV_JSON: start a long command, docker stop the
-# container; the daemon must exit 0 by itself with the command "terminated".
+# expect_graceful_stop NAME ARGV_JSON [RUNNING_ID...]: start a long command,
+# docker stop the container; the daemon must exit 0 by itself with the
+# command, and every RUNNING_ID, "terminated".
 expect_graceful_stop() {
-	local name=$1 id s took ec
+	local name=$1 id s took ec other
 	call POST /v1/commands "{\"argv\":$2}"
 	expect_code 201 "POST /v1/commands $2"
 	id=$(jq -r .command_id <<<"$body")
 	sleep 0.5
-	call GET "/v1/commands/$id"
-	[[ $(jq -r .state <<<"$body") == running ]] || fail "$name: $2 is not running: $body"
+	for other in "$id" "${@:3}"; do
+		call GET "/v1/commands/$other"
+		[[ $(jq -r .state <<<"$body") == running ]] || fail "$name: command $other is not running before docker stop: $body"
+	done
 	s=${EPOCHREALTIME/[.,]/}
 	docker stop -t 30 "$name" >/dev/null || fail "docker stop $name"
 	took=$(((${EPOCHREALTIME/[.,]/} - s) / 1000)) # ms
@@ -363,10 +429,13 @@ expect_graceful_stop() {
 	[[ $ec == 0 ]] || fail "$name: exit code $ec after docker stop (137 = SIGKILL after the 30 s timeout)"
 	((took < 25000)) || fail "$name: docker stop took ${took} ms, over the 25 s shutdown budget"
 	# shellcheck disable=SC2016 # expanded by the inner shell / by jq
-	log_has "$name" '.msg == "command finished" and .command_id == $id and .state == "terminated"' --arg id "$id" ||
-		fail "$name: no \"command finished\" log line with state terminated for $id"
+	for other in "$id" "${@:3}"; do
+		# shellcheck disable=SC2016 # expanded by jq
+		log_has "$name" '.msg == "command finished" and .command_id == $id and .state == "terminated"' --arg id "$other" ||
+			fail "$name: no \"command finished\" log line with state terminated for $other"
+	done
 	log_has "$name" '.msg == "stopped"' || fail "$name: no \"stopped\" log line"
-	say "  docker stop: exit 0 after ${took} ms, $2 ended \"terminated\""
+	say "  docker stop: exit 0 after ${took} ms, $2 and $(($# - 2)) other command(s) ended \"terminated\""
 }
 
 # zombies NAME: the processes in state Z inside the container, read from
@@ -383,6 +452,16 @@ for p in os.listdir("/proc"):
         if s[s.rindex(")") + 2] == "Z":
             print(s[: s.rindex(")") + 3])
 '
+}
+
+# sh_argv SCRIPT: the argv JSON of sh -c SCRIPT.
+sh_argv() { jq -cn --arg s "$1" '["sh", "-c", $s]'; }
+
+# put_file PATH CONTENT: write a file under /app through PUT /v1/files.
+put_file() {
+	code=$(printf '%s' "$2" | curl -sS -m 40 -o "$T/body" -w '%{http_code}' -X PUT --data-binary @- "$base/v1/files/$1") ||
+		fail "PUT /v1/files/$1: curl failed"
+	[[ $code == 204 ]] || fail "PUT /v1/files/$1: HTTP $code: $(cat "$T/body")"
 }
 
 orphans_reaped() {
@@ -410,6 +489,11 @@ expect_basics sr-runtime 65532
 expect_exited '["/usr/local/bin/sandbox-runtime","--version"]' "sandbox-runtime $VERSION"
 expect_execute "/usr/local/bin/sandbox-runtime --version" \
 	"{\"stdout\":\"sandbox-runtime $VERSION\\n\",\"stderr\":\"\",\"exit_code\":0}"
+# scratch has no shell: a command that needs one is refused, not started.
+call POST /v1/commands '{"argv":["sh","-c","true"]}'
+[[ $code == 422 && $(jq -r .error.code <<<"$body") == spawn_failed ]] ||
+	fail "sr-runtime: sh on scratch: HTTP $code $body, want 422 spawn_failed"
+say "  /v1/commands [\"sh\",...] -> 422 spawn_failed (scratch has no shell)"
 # scratch has no sleep: a second daemon on a free port is the long command.
 expect_graceful_stop sr-runtime '["/usr/local/bin/sandbox-runtime","--addr","127.0.0.1:0"]'
 timing "checks runtime-prebuilt" $((SECONDS - s))
@@ -454,5 +538,190 @@ fi
 ((after - before >= 5)) || fail "orphans_reaped_total went from $before to $after, want +5"
 say "  5 orphaned grandchildren reaped by PID 1 (orphans_reaped_total $before -> $after), no zombie in /proc"
 
+# The image as its users run it: their own group, a HOME of their own, the
+# data libraries, a venv, pip. PyPI is not reachable here, so pip installs a
+# package written through /v1/files (--no-index).
+expect_exited '["id"]' "uid=1000(sandbox) gid=1000(sandbox) groups=1000(sandbox)"
+expect_exited "$(sh_argv 'cd && pwd && touch .sr-ci-probe && stat -c %U:%G . .sr-ci-probe && rm .sr-ci-probe')" \
+	$'/home/sandbox\nsandbox:sandbox\nsandbox:sandbox'
+expect_exited '["python3","-c","import pandas, sklearn; from sklearn.linear_model import LinearRegression; m = LinearRegression().fit(pandas.DataFrame({\"x\": [1, 2, 3]}), [2, 4, 6]); print(round(float(m.predict(pandas.DataFrame({\"x\": [10]}))[0])))"]' "20"
+put_file sr-ci-pkg/pyproject.toml $'[build-system]\nrequires = ["setuptools"]\nbuild-backend = "setuptools.build_meta"\n\n[project]\nname = "sr-ci-demo"\nversion = "1.0"\n\n[tool.setuptools]\npy-modules = ["sr_ci_demo"]\n'
+put_file sr-ci-pkg/sr_ci_demo.py $'ANSWER = 42\n'
+# The wheel is built with Debian's pip, setuptools and wheel (a fresh venv has
+# no wheel package, and no index to fetch one from here).
+expect_exited "$(sh_argv 'pip wheel -q --no-index --no-build-isolation -w /app/sr-ci-wheels /app/sr-ci-pkg && ls /app/sr-ci-wheels')" \
+	"sr_ci_demo-1.0-py3-none-any.whl"
+expect_exited "$(sh_argv 'python3 -m venv /app/venv && /app/venv/bin/pip install -q --no-index /app/sr-ci-wheels/sr_ci_demo-1.0-py3-none-any.whl && /app/venv/bin/python -c "import sr_ci_demo, sys; print(sr_ci_demo.ANSWER, sys.prefix)"')" \
+	"42 /app/venv"
+expect_exited "$(sh_argv 'pip install -q --no-index /app/sr-ci-wheels/sr_ci_demo-1.0-py3-none-any.whl && cd / && python3 -c "import sr_ci_demo; print(sr_ci_demo.__file__)"')" \
+	"/home/sandbox/.local/lib/python3.11/site-packages/sr_ci_demo.py"
+
 expect_graceful_stop sr-python '["sleep","300"]'
 timing "checks python-prebuilt" $((SECONDS - s))
+
+# ---- 6. codex-prebuilt: the binary and the Codex CLI ---------------------------
+finish "$codexbase_pid" || { cat "$T/codexbase.log"; fail "docker/local-base.sh local/codex:bookworm"; }
+sed 's/^/    /' "$T/codexbase.log"
+timing "local codex base (background)" "$(cat "$T/codexbase.secs")"
+finish "$codexcli_pid" || { cat "$T/codexcli.log"; fail "staging @openai/codex@$CODEX_VERSION into dist/codex"; }
+sed 's/^/    /' "$T/codexcli.log"
+timing "stage codex CLI on the host (background)" "$(cat "$T/codexcli.secs")"
+
+s=$SECONDS
+docker build --target codex-prebuilt --build-arg "VERSION=$VERSION" --build-arg "CODEX_VERSION=$CODEX_VERSION" \
+	--build-arg PYTHON_IMAGE=local/python:bookworm --build-arg CODEX_BASE=local/codex:bookworm \
+	-t sandbox-runtime-codex:ci . >"$T/build-codex.log" 2>&1 ||
+	{ tail -30 "$T/build-codex.log"; fail "docker build --target codex-prebuilt"; }
+timing "docker build codex-prebuilt" $((SECONDS - s))
+[[ $(docker inspect -f '{{.Config.User}} {{.Config.WorkingDir}} {{json .Config.Entrypoint}}' sandbox-runtime-codex:ci) == \
+	'1000:1000 /app ["/usr/local/bin/sandbox-runtime"]' ]] || fail "sandbox-runtime-codex:ci: unexpected user, workdir or entrypoint"
+[[ $(docker inspect -f '{{index .Config.Labels "org.opencontainers.image.version"}} {{index .Config.Labels "sandbox-runtime.codex.version"}}' sandbox-runtime-codex:ci) == \
+	"$VERSION $CODEX_VERSION" ]] || fail "sandbox-runtime-codex:ci: version labels are not $VERSION $CODEX_VERSION"
+
+s=$SECONDS
+start sr-codex sandbox-runtime-codex:ci
+expect_basics sr-codex 1000
+call GET /v1/info
+jq -e '.limits.max_timeout_seconds == 3600' <<<"$body" >/dev/null ||
+	fail "sr-codex: /v1/info limits.max_timeout_seconds is not 3600: $body"
+expect_exited '["codex","--version"]' "codex-cli $CODEX_VERSION"
+expect_exited '["id"]' "uid=1000(sandbox) gid=1000(sandbox) groups=1000(sandbox)"
+expect_exited "$(sh_argv 'cd && pwd && mkdir -p .codex && stat -c %U:%G . .codex && git --version >/dev/null && ps -p 1 -o comm=')" \
+	$'/home/sandbox\nsandbox:sandbox\nsandbox:sandbox\nsandbox-runtime'
+
+# The stand-in for the model API: docker/codex-stub/model-stub.js, written
+# into the container through /v1/files and run there through /v1/commands,
+# on 127.0.0.1 of the container. Only the model service is replaced.
+proof=proof-$RANDOM$RANDOM
+put_file .sr-ci/model-stub.js "$(cat docker/codex-stub/model-stub.js)"
+call POST /v1/commands '{"argv":["node","/app/.sr-ci/model-stub.js","/app/proof.txt","'"$proof"'"],"timeout":3600}'
+expect_code 201 "POST /v1/commands (model stub)"
+stub_id=$(jq -r .command_id <<<"$body")
+stub_port=""
+for ((i = 0; i < 100; i++)); do
+	call GET "/v1/commands/$stub_id/output?follow=false"
+	stub_port=$(jq -rj 'select(.type == "output" and .stream == "stdout") | .data' <<<"$body" | awk '$1 == "listening" { print $2 }')
+	[[ -n $stub_port ]] && break
+	jq -e 'select(.type == "exit")' <<<"$body" >/dev/null && fail "the model stub exited: $body"
+	sleep 0.1
+done
+[[ -n $stub_port ]] || fail "the model stub did not print its port within 10 s: $body"
+say "  model stub (command $stub_id) on 127.0.0.1:$stub_port in the container"
+
+# codex_argv PROMPT: codex exec --json against the stub. No sandbox or
+# approval flags: those must come from the image's /etc/codex/config.toml.
+codex_argv() {
+	jq -cn --arg port "$stub_port" --arg prompt "$1" '["codex", "exec", "--json", "--skip-git-repo-check",
+		"-c", "model_provider=\"stub\"",
+		"-c", "model_providers.stub={name=\"stub\",base_url=\"http://127.0.0.1:\($port)/v1\",wire_api=\"responses\",request_max_retries=0,stream_max_retries=0}",
+		"-m", "stub-model", $prompt]'
+}
+
+# stream_to_exit ID FILE: append the command's events to FILE from where it
+# stops (the last next_cursor) until the exit event.
+stream_to_exit() {
+	local id=$1 file=$2 cursor i
+	for ((i = 0; i < 5; i++)); do
+		[[ $(tail -n1 "$file" | jq -r .type) == exit ]] && return 0
+		cursor=$(tail -n1 "$file" | jq -r .next_cursor)
+		curl -sSN -m 90 "$base/v1/commands/$id/output?cursor=$cursor&max_wait=60" >>"$file" || fail "GET /v1/commands/$id/output: curl failed"
+	done
+	fail "command $id: no exit event after 5 windows"
+}
+
+# check_codex_events FILE: the NDJSON events of a codex exec --json run. Every
+# output event starts where the one before ended (nothing lost, nothing
+# twice, no gap); the stdout bytes, joined, are whole JSONL lines, each a JSON
+# object, in the order Codex emits them; the run exits 0. Sets $events (the
+# number of JSONL events).
+check_codex_events() {
+	local file=$1 jsonl
+	jq -se '.[0].type == "started" and .[-1].type == "exit" and ([.[] | select(.type == "gap")] | length == 0)' "$file" >/dev/null ||
+		fail "codex exec: the stream does not run from started to exit without a gap: $(head -c 2000 "$file")"
+	jq -se 'reduce (.[] | select(.type == "output")) as $e ({ok: true, at: 0};
+		{ok: (.ok and $e.cursor == .at), at: $e.next_cursor}) | .ok' "$file" >/dev/null ||
+		fail "codex exec: output cursors are not contiguous"
+	jq -se '.[-1].status | .state == "exited" and .exit_code == 0' "$file" >/dev/null ||
+		fail "codex exec did not exit 0: $(tail -n1 "$file")"
+	jsonl=$T/codex.jsonl
+	jq -rj 'select(.type == "output" and .stream == "stdout") | if .encoding == "base64" then (.data | @base64d) else .data end' "$file" >"$jsonl"
+	[[ -s $jsonl && $(tail -c1 "$jsonl" | od -An -c | tr -d ' ') == '\n' ]] || fail "codex exec: stdout does not end with a whole line"
+	{ jq -ce 'objects' "$jsonl" >/dev/null 2>&1 && [[ $(jq -c 'objects' "$jsonl" | wc -l) == $(wc -l <"$jsonl") ]]; } ||
+		fail "codex exec: a stdout line is not a JSON object: $(head -c 2000 "$jsonl")"
+	# The order of a turn with one shell call and a final message.
+	jq -se --arg proof "$proof" '
+		(.[0].type == "thread.started") and (.[-1].type == "turn.completed") and
+		([.[] | select(.type == "turn.started")] | length == 1) and
+		([.[] | if .type == "turn.started" then "turn"
+			elif (.type == "item.started" and .item.type == "command_execution" and (.item.command | contains($proof))) then "cmd-start"
+			elif (.type == "item.completed" and .item.type == "command_execution" and .item.exit_code == 0) then "cmd-done"
+			elif (.type == "item.completed" and .item.type == "agent_message" and (.item.text | startswith("stub model: proof written"))) then "message"
+			else empty end] == ["turn", "cmd-start", "cmd-done", "message"])' "$jsonl" >/dev/null ||
+		fail "codex exec: unexpected JSONL events: $(jq -c '[.type, .item.type?]' "$jsonl" | paste -sd' ')"
+	events=$(wc -l <"$jsonl")
+}
+
+# expect_proof: /app/proof.txt, read through /v1/files, holds the stub's text.
+expect_proof() {
+	call GET /v1/files/proof.txt
+	expect_code 200 "GET /v1/files/proof.txt"
+	[[ $body == "$proof" ]] || fail "/app/proof.txt holds $(q "$body"), want $(q "$proof")"
+}
+
+# 1. codex exec --json, stdin /dev/null (the daemon's default).
+started=${EPOCHREALTIME/[.,]/}
+curl -sSN -m 90 -X POST "$base/v1/commands?stream=true&max_wait=60" -H 'Content-Type: application/json' \
+	--data-binary "$(jq -c '{argv: ., timeout: 600}' <<<"$(codex_argv "Create /app/proof.txt")")" >"$T/codex1.ndjson" ||
+	fail "POST /v1/commands?stream=true (codex exec): curl failed"
+codex_id=$(head -n1 "$T/codex1.ndjson" | jq -r .status.command_id)
+[[ $codex_id != null && -n $codex_id ]] || fail "codex exec: no started event: $(head -c 500 "$T/codex1.ndjson")"
+stream_to_exit "$codex_id" "$T/codex1.ndjson"
+took=$(((${EPOCHREALTIME/[.,]/} - started) / 1000))
+check_codex_events "$T/codex1.ndjson"
+expect_proof
+say "  codex exec --json: exit 0 in ${took} ms, $events JSONL events intact and in order, /app/proof.txt $(q "$body") via /v1/files"
+
+# What Codex told the model: the image's config made the pod the sandbox.
+call GET "/v1/commands/$stub_id/output?follow=false"
+stub_log=$(jq -rj 'select(.type == "output" and .stream == "stderr") | .data' <<<"$body")
+jq -se 'map(select(.answered | tostring | startswith("tool call"))) | length >= 1 and all(.sandbox_mode == "danger-full-access" and .approval_policy == "never")' \
+	<<<"$stub_log" >/dev/null || fail "codex did not run with sandbox_mode danger-full-access and approval never (stub log: $stub_log)"
+say "  codex ran with sandbox_mode danger-full-access, approval never (from /etc/codex/config.toml)"
+
+# 2. The same with a stdin pipe closed at once (as an SDK that keeps stdin
+# for control messages, then closes it).
+call DELETE /v1/files/proof.txt
+expect_code 204 "DELETE /v1/files/proof.txt"
+started=${EPOCHREALTIME/[.,]/}
+call POST /v1/commands "$(jq -c '{argv: ., timeout: 600, stdin: true}' <<<"$(codex_argv "Create /app/proof.txt again")")"
+expect_code 201 "POST /v1/commands (codex exec, stdin: true)"
+codex_id=$(jq -r .command_id <<<"$body")
+call POST "/v1/commands/$codex_id/stdin" '{"data":"","eof":true}'
+expect_code 202 "POST /v1/commands/$codex_id/stdin (eof)"
+# GET …/output has no "started" line: this one stands for the create.
+printf '{"type":"started","next_cursor":0}\n' >"$T/codex2.ndjson"
+stream_to_exit "$codex_id" "$T/codex2.ndjson"
+took=$(((${EPOCHREALTIME/[.,]/} - started) / 1000))
+check_codex_events "$T/codex2.ndjson"
+expect_proof
+say "  codex exec --json with \"stdin\": true and an immediate eof: exit 0 in ${took} ms, $events JSONL events"
+# (A PTY run is left for when the daemon has PTY commands.)
+
+# 3. docker stop while codex exec waits on a model that does not answer: the
+# daemon ends it, the stub and a sleep, all "terminated", and exits 0.
+call POST /v1/commands "$(jq -c '{argv: ., timeout: 600}' <<<"$(codex_argv "STUB-HANG")")"
+expect_code 201 "POST /v1/commands (codex exec, hanging model)"
+hang_id=$(jq -r .command_id <<<"$body")
+for ((i = 0; i < 200; i++)); do
+	call GET "/v1/commands/$stub_id/output?follow=false"
+	jq -rj 'select(.type == "output" and .stream == "stderr") | .data' <<<"$body" | grep -q '"answered":"hang"' && break
+	sleep 0.1
+done
+jq -rj 'select(.type == "output" and .stream == "stderr") | .data' <<<"$body" | grep -q '"answered":"hang"' ||
+	fail "codex exec STUB-HANG did not reach the model stub within 20 s"
+expect_graceful_stop sr-codex '["sleep","300"]' "$hang_id" "$stub_id"
+timing "checks codex-prebuilt" $((SECONDS - s))
+
+say "image sizes: $(for i in sandbox-runtime:ci sandbox-runtime-python:ci sandbox-runtime-codex:ci; do
+	printf '%s %s MB; ' "$i" $(($(docker image inspect -f '{{.Size}}' "$i") / 1000000))
+done)"

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# docker/local-base.sh — make a local stand-in for a Python base image when no
+# docker/local-base.sh — make a local stand-in for a Debian base image (the
+# Python one by default, or the Codex one with INCLUDE=nodejs,git,...) when no
 # image registry is reachable (CI, air-gapped hosts).
 #
 #   docker/local-base.sh IMAGE_TAG
@@ -13,7 +14,9 @@
 #
 # Needs root and debootstrap. Environment:
 #   SUITE        Debian suite to bootstrap              (bookworm)
-#   INCLUDE      extra packages, comma-separated         (python3)
+#   INCLUDE      extra packages, comma-separated         (python3); their
+#                Depends are resolved, Recommends are not
+#   IMAGE_CMD    CMD of the imported image, JSON         (["python3"])
 #   MIRROR       Debian mirror                           (first one in /etc/apt/sources.list*
 #                                                         serving $SUITE, else deb.debian.org)
 #   CACHE_DIR    where the rootfs tarball is kept        (/var/cache/sandbox-runtime-ci)
@@ -27,6 +30,7 @@ include=${INCLUDE:-python3}
 cache_dir=${CACHE_DIR:-/var/cache/sandbox-runtime-ci}
 cache_days=${CACHE_DAYS:-7}
 docker=${DOCKER:-docker}
+image_cmd=${IMAGE_CMD:-'["python3"]'}
 
 log() { printf '[local-base] %s\n' "$*" >&2; }
 
@@ -95,6 +99,6 @@ start=$SECONDS
 "$docker" import \
 	--change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
 	--change 'ENV LANG=C.UTF-8' \
-	--change 'CMD ["python3"]' \
+	--change "CMD $image_cmd" \
 	"$tarball" "$tag" >/dev/null
 log "imported $tag in $((SECONDS - start))s"
