@@ -75,7 +75,7 @@ func New(m *runtime.Manager, opts Options) *Server {
 	}
 	s := &Server{m: m, opts: opts, log: opts.Logger.Named("api"), metrics: opts.Metrics, hijacked: newConnSet()}
 	s.streamsCtx, s.stopStreams = context.WithCancel(context.Background())
-	s.auth = newTokenAuth(opts.TokenFile)
+	s.auth = newTokenAuth(opts.TokenFile, s.log.Named("auth"))
 	s.routes = s.routeTable()
 	mux := http.NewServeMux()
 	for _, r := range s.routes {

@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -1293,7 +1294,10 @@ func TestE2EHelpListsEveryVariable(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("--help exited %d", code)
 	}
-	help := stdout + stderr
+	if stderr != "" {
+		t.Errorf("--help wrote to stderr: %q", stderr)
+	}
+	help := stdout // `sandbox-runtime --help | less` must work
 	names := slices.Clone(contractVariables)
 	// The contract itself, when it is beside the repository (as in CI).
 	if b, err := os.ReadFile("../../../shared/CONTRACT.md"); err == nil {
@@ -1346,6 +1350,8 @@ func TestE2EBadConfigRefused(t *testing.T) {
 		{"two errors at once", []string{"SANDBOX_MAX_RUNNING=x", "SANDBOX_EXEC_TIMEOUT_SECONDS=y"}, nil,
 			[]string{"SANDBOX_MAX_RUNNING", "SANDBOX_EXEC_TIMEOUT_SECONDS"}},
 		{"unknown flag", nil, []string{"--no-such-flag"}, []string{"no-such-flag"}},
+		{"missing token file", []string{"SANDBOX_RUNTIME_TOKEN_FILE=/nonexistent/e2e-token"}, nil, []string{`token file "/nonexistent/e2e-token"`, "no such file"}},
+		{"bad log format", nil, []string{"--log-format=xml"}, []string{`"xml"`}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -1362,6 +1368,68 @@ func TestE2EBadConfigRefused(t *testing.T) {
 			if strings.Contains(stderr, `"listening"`) || stdout != "" {
 				t.Errorf("a refused configuration started anyway or printed to stdout: %s %s", stdout, stderr)
 			}
+			checkPlainLine(t, stderr)
 		})
+	}
+}
+
+// checkPlainLine: a start-up failure is one plain line on stderr, never JSON.
+func checkPlainLine(t *testing.T, stderr string) {
+	t.Helper()
+	if strings.Count(stderr, "\n") != 1 || !strings.HasSuffix(stderr, "\n") || !strings.HasPrefix(stderr, "sandbox-runtime: ") || strings.Contains(stderr, "{") {
+		t.Errorf("stderr is not one plain line starting %q: %q", "sandbox-runtime: ", stderr)
+	}
+}
+
+// TestE2EStartupFailures: what stops the daemon before it serves exits 2 with
+// one plain line naming the problem: an address in use, a token file that is
+// empty or unreadable.
+func TestE2EStartupFailures(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	dir := t.TempDir()
+	empty := filepath.Join(dir, "empty-token")
+	os.WriteFile(empty, []byte("\n  \n"), 0o600)
+	cases := []struct {
+		name string
+		env  []string
+		want []string
+	}{
+		{"address in use", []string{"SANDBOX_RUNTIME_ADDR=" + ln.Addr().String()}, []string{ln.Addr().String(), "address already in use"}},
+		{"empty token file", []string{"SANDBOX_RUNTIME_ADDR=127.0.0.1:0", "SANDBOX_RUNTIME_TOKEN_FILE=" + empty}, []string{empty, "is empty"}},
+		{"token file is a directory", []string{"SANDBOX_RUNTIME_ADDR=127.0.0.1:0", "SANDBOX_RUNTIME_TOKEN_FILE=" + dir}, []string{dir, "not a regular file"}},
+	}
+	for _, c := range cases {
+		code, stdout, stderr := runBinary(t, c.env)
+		if code != 2 || stdout != "" {
+			t.Errorf("%s: exit %d, stdout %q; want 2 and nothing; stderr %q", c.name, code, stdout, stderr)
+		}
+		for _, w := range c.want {
+			if !strings.Contains(stderr, w) {
+				t.Errorf("%s: stderr does not say %q: %q", c.name, w, stderr)
+			}
+		}
+		checkPlainLine(t, stderr)
+	}
+}
+
+// TestE2EUnknownVariableWarned: a mistyped SANDBOX_ variable is named in a
+// warning with the setting it was probably meant to be; the daemon runs.
+func TestE2EUnknownVariableWarned(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, "SANDBOX_MAX_RUNING=5", "SANDBOX_RUNTIME_SERVICE_HOST=10.0.0.1")
+	line, ok := d.waitLog(10*time.Second, func(m map[string]any) bool { return m["variable"] == "SANDBOX_MAX_RUNING" })
+	if !ok {
+		t.Fatalf("no warning naming SANDBOX_MAX_RUNING:\n%s", d.logs())
+	}
+	if line["level"] != "warn" || line["did_you_mean"] != "SANDBOX_MAX_RUNNING" {
+		t.Errorf("warning %v; want level warn, did_you_mean SANDBOX_MAX_RUNNING", line)
+	}
+	if strings.Contains(d.logs(), "SANDBOX_RUNTIME_SERVICE_HOST") {
+		t.Errorf("a Kubernetes service-link variable was warned about:\n%s", d.logs())
 	}
 }
