@@ -96,6 +96,7 @@ func (s *Server) createCommand(w http.ResponseWriter, r *http.Request) {
 	st, created, err := s.m.Create(runtime.CreateRequest{
 		Argv: b.Argv, Command: b.Command, Envs: b.Envs, Cwd: b.Cwd,
 		Timeout: b.Timeout, Stdin: b.Stdin, CommandID: b.CommandID,
+		RequestID: RequestID(r.Context()),
 	})
 	if err != nil {
 		fail(w, err)

@@ -76,6 +76,7 @@ func New(m *runtime.Manager, opts Options) *Server {
 	s := &Server{m: m, opts: opts, log: opts.Logger.Named("api"), metrics: opts.Metrics, hijacked: newConnSet()}
 	s.streamsCtx, s.stopStreams = context.WithCancel(context.Background())
 	s.auth = newTokenAuth(opts.TokenFile, s.log.Named("auth"))
+	s.metrics.SetBuild(opts.Version)
 	s.routes = s.routeTable()
 	mux := http.NewServeMux()
 	for _, r := range s.routes {
@@ -194,6 +195,8 @@ func (s *Server) middleware(mux *http.ServeMux) http.Handler {
 		h.Set("Sandbox-Runtime-Version", s.opts.Version)
 		h.Set("X-Request-ID", rid)
 		rec := &statusRecorder{ResponseWriter: w}
+		route := "" // set for the routes served outside the mux
+		r = r.WithContext(context.WithValue(r.Context(), requestIDKey{}, rid))
 		defer func() {
 			if p := recover(); p != nil {
 				if p == http.ErrAbortHandler {
@@ -204,17 +207,35 @@ func (s *Server) middleware(mux *http.ServeMux) http.Handler {
 					writeError(rec, http.StatusInternalServerError, "internal", "internal error", nil)
 				}
 			}
-			s.log.Info("request",
+			status, took := rec.status(), time.Since(start)
+			fields := []zap.Field{
 				zap.String("request_id", rid),
 				zap.String("method", r.Method),
 				zap.String("path", r.URL.Path),
-				zap.Int("status", rec.status()),
+				zap.Int("status", status),
 				zap.Int64("bytes", rec.bytes),
-				zap.Duration("duration", time.Since(start)))
+				zap.Duration("duration", took),
+			}
+			level := zap.InfoLevel
+			if status >= 400 {
+				if rec.errCode == "" {
+					rec.errCode = statusCode(status)
+				}
+				fields = append(fields, zap.String("error_code", rec.errCode), zap.String("error_message", rec.errMsg))
+				if status >= 500 && rec.err != nil {
+					fields = append(fields, zap.NamedError("cause", rec.err))
+				}
+			}
+			if status >= 500 {
+				level = zap.ErrorLevel
+			}
+			s.log.Log(level, "request", fields...)
+			s.metrics.observeRequest(routeLabel(r, route), r.Method, status, took, rec.errCode, rec.err)
 		}()
 		p := r.URL.Path
 		for _, prefix := range legacyFilePrefixes {
 			if strings.HasPrefix(p, prefix) || p == strings.TrimSuffix(prefix, "/") {
+				route = prefix + "{path...}"
 				s.serveLegacyPath(rec, r, prefix)
 				return
 			}
@@ -228,6 +249,28 @@ func (s *Server) middleware(mux *http.ServeMux) http.Handler {
 		}
 		mux.ServeHTTP(rec, r)
 	})
+}
+
+// requestIDKey is the context key of the request id (RequestID).
+type requestIDKey struct{}
+
+// RequestID returns the X-Request-ID of the request whose context ctx is
+// ("" outside a request).
+func RequestID(ctx context.Context) string {
+	id, _ := ctx.Value(requestIDKey{}).(string)
+	return id
+}
+
+// routeLabel is the metrics label of r: the route pattern that served it
+// (route, or the mux's pattern), "unmatched" for an unknown path.
+func routeLabel(r *http.Request, route string) string {
+	switch {
+	case route != "":
+		return route
+	case r.Pattern == "" || r.Pattern == "/":
+		return "unmatched"
+	}
+	return r.Pattern
 }
 
 // isClean reports whether ServeMux would serve p without a redirect.
@@ -248,6 +291,9 @@ type statusRecorder struct {
 	code        int
 	wroteHeader bool
 	bytes       int64
+	errCode     string // the error code of a 4xx/5xx answer (writeError, writeLegacyJSON)
+	errMsg      string // and its message
+	err         error  // the error behind it (fail), for 500s and spawn failures
 }
 
 func (r *statusRecorder) WriteHeader(code int) {

@@ -24,6 +24,7 @@ type CreateRequest struct {
 	Timeout   *float64          // seconds, > 0; nil means the default; clamped to the cap
 	Stdin     bool              // give the command a stdin pipe
 	CommandID string            // optional client-chosen UUID for idempotent creation
+	RequestID string            // the creating request's id, carried by the command's log lines; not part of its identity
 }
 
 // spec is a CreateRequest after defaults, splitting and clamping: two requests
