@@ -1,10 +1,18 @@
+//go:build linux
+
 package main
 
 import (
 	"bytes"
 	"errors"
 	"flag"
+	"go/ast"
+	"go/build"
+	"go/parser"
+	"go/token"
+	"go/types"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -377,5 +385,34 @@ func TestLogFormat(t *testing.T) {
 	log.Info("hello")
 	if strings.HasPrefix(buf.String(), "{") || !strings.Contains(buf.String(), "INFO\thello") {
 		t.Errorf("console line: %q", buf.String())
+	}
+}
+
+// TestNonLinuxBuildFailsClearly: on any other system the daemon's package is
+// unsupported.go alone, so `go build` fails with its one message instead of
+// an error deep in a dependency (syscall.SIGPWR is undefined on macOS).
+func TestNonLinuxBuildFailsClearly(t *testing.T) {
+	for _, goos := range []string{"darwin", "windows", "freebsd"} {
+		ctx := build.Default
+		ctx.GOOS, ctx.GOARCH, ctx.CgoEnabled = goos, "amd64", false
+		pkg, err := ctx.ImportDir(".", 0)
+		if err != nil {
+			t.Fatalf("%s: %v", goos, err)
+		}
+		if !slices.Equal(pkg.GoFiles, []string{"unsupported.go"}) || len(pkg.Imports) != 0 {
+			t.Errorf("GOOS=%s builds %v (imports %v); want only unsupported.go, importing nothing: give new files a linux build constraint", goos, pkg.GoFiles, pkg.Imports)
+		}
+	}
+	// And that file's one error names the problem.
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, "unsupported.go", nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var msgs []string
+	conf := types.Config{Error: func(err error) { msgs = append(msgs, err.Error()) }}
+	conf.Check("main", fset, []*ast.File{f}, nil)
+	if len(msgs) != 1 || !strings.Contains(msgs[0], "undefined: sandbox_runtime_builds_only_for_linux") {
+		t.Errorf("type errors %q; want the one that says the daemon builds only for Linux", msgs)
 	}
 }

@@ -1,3 +1,5 @@
+//go:build linux
+
 package main
 
 // End-to-end tests: the real binary, started as a child process on

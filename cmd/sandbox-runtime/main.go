@@ -1,3 +1,5 @@
+//go:build linux
+
 // Command sandbox-runtime is the daemon that runs inside every agent sandbox
 // pod and executes commands for the clients behind the identity broker
 // (CONTRACT.md). It serves the v1 API, the legacy API, files, health and
