@@ -12,7 +12,7 @@ import (
 	"go.uber.org/zap"
 )
 
-// tokenRecheck is how often the token file is looked at again; CONTRACT §6
+// tokenRecheck is how often the token file is looked at again; protocol.md §6
 // wants a changed file to take effect within 5 s.
 const tokenRecheck = 2 * time.Second
 

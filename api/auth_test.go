@@ -16,7 +16,7 @@ import (
 	"github.com/sandbox-runtime/sandbox-runtime/runtime"
 )
 
-// authTokenChange is CONTRACT §6: a changed token file takes effect within 5 s.
+// authTokenChange is protocol.md §6: a changed token file takes effect within 5 s.
 const authTokenChange = 5 * time.Second
 
 // authServer starts a server whose token file holds content (nil: no file).

@@ -27,8 +27,8 @@ import (
 	"github.com/sandbox-runtime/sandbox-runtime/shlex"
 )
 
-// The legacy API (CONTRACT §5): what the Python runtime image served, answer
-// for answer. The recorded corpus in shared/legacy pins the details; the
+// The legacy API (protocol.md §5): what the Python runtime image served, answer
+// for answer. The recorded corpus in testdata/legacy pins the details; the
 // replay test in legacy_test.go checks every case. Where this file follows a
 // Python quirk on purpose, the comment says which.
 //
@@ -223,7 +223,7 @@ func legacyExecResult(argv []string, seconds float64, res runtime.ExecResult, er
 }
 
 // legacyText decodes output like Python's text-mode pipes, except that
-// invalid UTF-8 becomes U+FFFD instead of failing the call (CONTRACT §5):
+// invalid UTF-8 becomes U+FFFD instead of failing the call (protocol.md §5):
 // "\r\n" and "\r" become "\n".
 func legacyText(b []byte) string {
 	s := pyDecodeUTF8(b)
@@ -1171,7 +1171,7 @@ func (f pyFloat) MarshalJSON() ([]byte, error) { return []byte(pyrepr.Float(floa
 
 // legacyListPath lists a directory with each entry stat'ed through
 // symlinks. Entries that cannot be stat'ed (dangling or looping links) are
-// left out instead of failing the listing (CONTRACT §5).
+// left out instead of failing the listing (protocol.md §5).
 func (s *Server) legacyListPath(w http.ResponseWriter, p string) {
 	full, ok := s.legacyResolve(w, p)
 	if !ok {

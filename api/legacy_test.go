@@ -100,7 +100,7 @@ func decodeJSONNumbers(b []byte) (any, error) {
 // replayLocalDeviations are differences the corpus does not mark but the
 // contract requires.
 var replayLocalDeviations = map[string]string{
-	"route-not-found-v1": "the corpus pins the legacy 404 for /v1/health, but CONTRACT §3 serves GET /v1/health: expect 200 {\"status\":\"ok\"}",
+	"route-not-found-v1": "the corpus pins the legacy 404 for /v1/health, but protocol.md §3 serves GET /v1/health: expect 200 {\"status\":\"ok\"}",
 }
 
 func loadLegacyCorpus(t *testing.T) []replayCase {

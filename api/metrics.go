@@ -15,7 +15,7 @@ import (
 	"github.com/sandbox-runtime/sandbox-runtime/runtime"
 )
 
-// Metrics holds the Prometheus collectors of CONTRACT §3 GET /metrics. It
+// Metrics holds the Prometheus collectors of protocol.md §3 GET /metrics. It
 // implements runtime.Observer; give it to runtime.Config before creating the
 // Manager, then Bind it to the Manager for the gauges.
 type Metrics struct {

@@ -1,6 +1,6 @@
 // Package api is the HTTP and WebSocket transport of sandbox-runtime: it
 // decodes requests, calls the runtime.Manager, and encodes answers. The wire
-// contract is CONTRACT.md; openapi.yaml beside this file is its
+// protocol is docs/protocol.md; openapi.yaml beside this file is its
 // machine-readable form and is checked against the route table in tests.
 package api
 
@@ -34,7 +34,7 @@ type Options struct {
 	Metrics           *Metrics // nil: no /metrics route data beyond the defaults
 }
 
-// Server serves the routes of CONTRACT §3 and §5. Create it with New.
+// Server serves the routes of protocol.md §3 and §5. Create it with New.
 type Server struct {
 	m        *runtime.Manager
 	opts     Options
@@ -178,7 +178,7 @@ func (s *Server) notFound(w http.ResponseWriter, r *http.Request) {
 }
 
 // legacyFilePrefixes are served with the raw path: ServeMux would redirect
-// `..`, `.` and `//` (CONTRACT §1: never redirect), and the legacy API
+// `..`, `.` and `//` (protocol.md §1: never redirect), and the legacy API
 // answers those itself (403 for `..`).
 var legacyFilePrefixes = []string{"/download/", "/list/", "/exists/"}
 

@@ -24,7 +24,7 @@ const (
 	sinkFlushSize = 64 << 10 // an NDJSON sink writes once it holds this much
 )
 
-// event is one line of the event stream (CONTRACT §4). Output events are
+// event is one line of the event stream (protocol.md §4). Output events are
 // encoded by appendOutputEvent instead, which is much faster.
 type event struct {
 	Type         string          `json:"type"`

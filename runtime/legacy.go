@@ -11,7 +11,7 @@ import (
 	"github.com/sandbox-runtime/sandbox-runtime/procgroup"
 )
 
-// ExecResult is the outcome of a legacy one-shot execution (CONTRACT §5).
+// ExecResult is the outcome of a legacy one-shot execution (protocol.md §5).
 type ExecResult struct {
 	Stdout, Stderr               []byte // at most Config.LegacyOutputLimit each
 	StdoutDropped, StderrDropped int64  // bytes past the cap, read and discarded

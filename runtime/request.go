@@ -14,7 +14,7 @@ import (
 	"github.com/sandbox-runtime/sandbox-runtime/shlex"
 )
 
-// CreateRequest is a request to start a managed command (CONTRACT §3
+// CreateRequest is a request to start a managed command (protocol.md §3
 // POST /v1/commands). Exactly one of Argv and Command must be set.
 type CreateRequest struct {
 	Argv      []string          // the argv, used as is
@@ -28,7 +28,7 @@ type CreateRequest struct {
 }
 
 // spec is a CreateRequest after defaults, splitting and clamping: two requests
-// are "the same" (CONTRACT §2 Identity) when their specs are equal.
+// are "the same" (protocol.md §2 Identity) when their specs are equal.
 type spec struct {
 	argv    []string
 	envs    map[string]string
@@ -153,7 +153,7 @@ func buildEnv(base []string, overrides map[string]string) []string {
 }
 
 // ParseID canonicalises a command id; anything that is not a UUID is ErrNotFound
-// (CONTRACT §2: an id that is not a UUID answers 404).
+// (protocol.md §2: an id that is not a UUID answers 404).
 func ParseID(id string) (string, error) {
 	u, err := uuid.Parse(id)
 	if err != nil || len(id) != 36 {

@@ -29,7 +29,7 @@ func TestLoadConfigDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The defaults of CONTRACT §2 and §6.
+	// The defaults of protocol.md §2 and §6.
 	want := config{
 		Addr:              ":8888",
 		BaseDir:           base,

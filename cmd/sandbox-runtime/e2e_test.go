@@ -313,7 +313,7 @@ type apiError struct {
 	} `json:"error"`
 }
 
-// event is one line of the event stream (CONTRACT §4).
+// event is one line of the event stream (protocol.md §4).
 type event struct {
 	Type         string  `json:"type"`
 	Stream       string  `json:"stream"`
@@ -1281,14 +1281,9 @@ func runBinary(t *testing.T, env []string, args ...string) (int, string, string)
 	return cmd.ProcessState.ExitCode(), stdout.String(), stderr.String()
 }
 
-// contractVariables are the variables CONTRACT.md §2, §5 and §6 name.
-var contractVariables = []string{
-	"SANDBOX_RUNTIME_ADDR", "SANDBOX_BASE_DIR", "SANDBOX_RUNTIME_TOKEN_FILE",
-	"SANDBOX_MAX_RUNNING", "SANDBOX_MAX_RETAINED", "SANDBOX_OUTPUT_LIMIT_BYTES",
-	"SANDBOX_RESULT_TTL_SECONDS", "SANDBOX_DEFAULT_TIMEOUT_SECONDS",
-	"SANDBOX_EXEC_TIMEOUT_SECONDS", "SANDBOX_KILL_GRACE_SECONDS",
-	"SANDBOX_EXECUTE_OUTPUT_LIMIT_BYTES",
-}
+// protocolFile is the protocol document; every SANDBOX_ variable it names
+// must be a flag of --help.
+const protocolFile = "../../docs/protocol.md"
 
 func TestE2EHelpListsEveryVariable(t *testing.T) {
 	t.Parallel()
@@ -1300,12 +1295,13 @@ func TestE2EHelpListsEveryVariable(t *testing.T) {
 		t.Errorf("--help wrote to stderr: %q", stderr)
 	}
 	help := stdout // `sandbox-runtime --help | less` must work
-	names := slices.Clone(contractVariables)
-	// The contract itself, when it is beside the repository (as in CI).
-	if b, err := os.ReadFile("../../../shared/CONTRACT.md"); err == nil {
-		names = append(names, regexp.MustCompile(`SANDBOX_[A-Z0-9_]+`).FindAllString(string(b), -1)...)
-	} else {
-		t.Logf("CONTRACT.md not found beside the repository (%v); using the built-in list", err)
+	b, err := os.ReadFile(protocolFile)
+	if err != nil {
+		t.Fatalf("the protocol document is part of the repository: %v", err)
+	}
+	names := regexp.MustCompile(`SANDBOX_[A-Z0-9_]+`).FindAllString(string(b), -1)
+	if len(names) < 10 {
+		t.Fatalf("%s names only %d SANDBOX_ variables", protocolFile, len(names))
 	}
 	for _, s := range (&config{}).settings() {
 		names = append(names, s.env)

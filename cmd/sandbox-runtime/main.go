@@ -2,7 +2,7 @@
 
 // Command sandbox-runtime is the daemon that runs inside every agent sandbox
 // pod and executes commands for the clients behind the identity broker
-// (CONTRACT.md). It serves the v1 API, the legacy API, files, health and
+// (docs/protocol.md). It serves the v1 API, the legacy API, files, health and
 // metrics on one port, reaps every child as PID 1 or as a child subreaper,
 // and shuts down gracefully on SIGTERM/SIGINT.
 //
