@@ -23,6 +23,11 @@
 //	--shutdown-timeout-seconds    SANDBOX_SHUTDOWN_TIMEOUT_SECONDS    25
 //	--heartbeat-seconds           SANDBOX_HEARTBEAT_SECONDS           10
 //	--log-level                   SANDBOX_LOG_LEVEL                   info
+//	--log-format                  SANDBOX_LOG_FORMAT                  console on a terminal, else json
+//
+// Every start-up failure (a bad value, the address in use, an unusable token
+// file) exits 2 with one plain line on stderr, before anything is logged.
+// Unknown SANDBOX_ variables are logged as warnings.
 //
 // No other package reads the environment.
 package main
