@@ -1431,3 +1431,49 @@ func TestE2EUnknownVariableWarned(t *testing.T) {
 		t.Errorf("a Kubernetes service-link variable was warned about:\n%s", d.logs())
 	}
 }
+
+// TestE2ELogFormatOnTerminal: with stderr on a terminal the default log is
+// console text, not JSON (a pipe, as in every other e2e test, gives JSON).
+// script(1) gives the daemon a pseudo-terminal.
+func TestE2ELogFormatOnTerminal(t *testing.T) {
+	t.Parallel()
+	scriptBin, err := exec.LookPath("script")
+	if err != nil {
+		t.Skip("script(1) from util-linux is not installed: no way to give the daemon a terminal")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, scriptBin, "-qfec", binPath, "/dev/null")
+	cmd.Env = append(cleanEnv(), "SANDBOX_RUNTIME_ADDR=127.0.0.1:0", "SANDBOX_BASE_DIR="+t.TempDir())
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Wait()
+	pidRe := regexp.MustCompile(`"pid": (\d+)`)
+	sc := bufio.NewScanner(out)
+	var pid int
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.Contains(line, "listening") {
+			continue
+		}
+		if strings.HasPrefix(strings.TrimSpace(line), "{") || !strings.Contains(line, "INFO") {
+			t.Errorf("the log on a terminal is not console text: %q", line)
+		}
+		if m := pidRe.FindStringSubmatch(line); m != nil {
+			pid, _ = strconv.Atoi(m[1])
+		}
+		break
+	}
+	if pid <= 0 {
+		t.Fatalf("no listening line with the daemon's pid (scan: %v)", sc.Err())
+	}
+	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil { // the daemon we started, by its pid
+		t.Fatal(err)
+	}
+	go io.Copy(io.Discard, out)
+}
