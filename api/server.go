@@ -307,6 +307,11 @@ func (r *statusRecorder) Write(p []byte) (int, error) {
 	if !r.wroteHeader {
 		r.code, r.wroteHeader = http.StatusOK, true
 	}
+	if r.code >= 400 && r.errCode == "" && len(r.errMsg) < 200 {
+		// An error body written by net/http itself (http.Error, ServeContent's
+		// 416): its text is the message for the log.
+		r.errMsg += strings.TrimSpace(string(p[:min(len(p), 200-len(r.errMsg))]))
+	}
 	n, err := r.ResponseWriter.Write(p)
 	r.bytes += int64(n)
 	return n, err
