@@ -222,12 +222,14 @@ func (s *Server) middleware(mux *http.ServeMux) http.Handler {
 					rec.errCode = statusCode(status)
 				}
 				fields = append(fields, zap.String("error_code", rec.errCode), zap.String("error_message", rec.errMsg))
-				if status >= 500 && rec.err != nil {
+				if status == http.StatusInternalServerError && rec.err != nil {
+					// An error no status was mapped for: a bug, logged
+					// as one with its cause (the client saw only
+					// "internal error"). Expected 5xx answers (503 while
+					// draining, the legacy upload's 500) stay at info.
 					fields = append(fields, zap.NamedError("cause", rec.err))
+					level = zap.ErrorLevel
 				}
-			}
-			if status >= 500 {
-				level = zap.ErrorLevel
 			}
 			s.log.Log(level, "request", fields...)
 			s.metrics.observeRequest(routeLabel(r, route), r.Method, status, took, rec.errCode, rec.err)
