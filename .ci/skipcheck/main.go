@@ -160,14 +160,19 @@ func skipReason(lines []string) string {
 
 var skipLine = regexp.MustCompile(`^\s*--- SKIP: (\S+)`)
 
-// fromText reads go test -v output, where a skip's message comes just
-// before its "--- SKIP" line (or, without -v, just after it).
+// testHeader is a line that says whose output follows in go test -v.
+var testHeader = regexp.MustCompile(`^=== (?:RUN|CONT|PAUSE|NAME)\s+(\S+)`)
+
+// fromText reads go test -v output. A skip's message is the last message
+// line of that test: go test -v prints it under the test's "=== RUN" or
+// "=== CONT" line, before "--- SKIP" (without -v, just after it).
 func fromText(r io.Reader) []skip {
 	var skips []skip
 	sc := bufio.NewScanner(r)
 	sc.Buffer(nil, 16<<20)
 	var pending *skip
-	last := "" // the last message line since a "===" or "---" line
+	current := ""               // the test whose output the lines are
+	last := map[string]string{} // test -> its last message line
 	for sc.Scan() {
 		line := sc.Text()
 		m := skipMessage.FindStringSubmatch(line)
@@ -178,19 +183,18 @@ func fromText(r io.Reader) []skip {
 			skips = append(skips, *pending)
 			pending = nil
 		}
-		switch t := strings.TrimSpace(line); {
+		switch {
+		case testHeader.MatchString(line):
+			current = testHeader.FindStringSubmatch(line)[1]
 		case skipLine.MatchString(line):
 			name := skipLine.FindStringSubmatch(line)[1]
-			if last != "" {
-				skips = append(skips, skip{test: name, reason: last})
+			if msg, ok := last[name]; ok {
+				skips = append(skips, skip{test: name, reason: msg})
 			} else {
 				pending = &skip{test: name, reason: "(no message)"}
 			}
-			last = ""
-		case strings.HasPrefix(t, "=== ") || strings.HasPrefix(t, "--- "):
-			last = ""
-		case m != nil:
-			last = m[1]
+		case m != nil && current != "":
+			last[current] = m[1]
 		}
 	}
 	if pending != nil {
