@@ -1398,6 +1398,7 @@ func TestE2EStartupFailures(t *testing.T) {
 		want []string
 	}{
 		{"address in use", []string{"SANDBOX_RUNTIME_ADDR=" + ln.Addr().String()}, []string{ln.Addr().String(), "address already in use"}},
+		{"address without a port", []string{"SANDBOX_RUNTIME_ADDR=nonsense"}, []string{"SANDBOX_RUNTIME_ADDR", "missing port"}},
 		{"empty token file", []string{"SANDBOX_RUNTIME_ADDR=127.0.0.1:0", "SANDBOX_RUNTIME_TOKEN_FILE=" + empty}, []string{empty, "is empty"}},
 		{"token file is a directory", []string{"SANDBOX_RUNTIME_ADDR=127.0.0.1:0", "SANDBOX_RUNTIME_TOKEN_FILE=" + dir}, []string{dir, "not a regular file"}},
 	}
