@@ -19,7 +19,7 @@ import (
 	"github.com/sandbox-runtime/sandbox-runtime/runtime"
 )
 
-// GET /v1/commands/{id}/attach (CONTRACT §3, §4): the event stream of
+// GET /v1/commands/{id}/attach (protocol.md §3, §4): the event stream of
 // streamEvents as WebSocket text frames, plus client frames for stdin,
 // signals and kill.
 //
@@ -46,7 +46,7 @@ import (
 // all. Whatever happens to the socket, the command is unaffected: only a
 // kill frame ends it.
 //
-// Server → client frames are the event objects of CONTRACT §4, plus
+// Server → client frames are the event objects of protocol.md §4, plus
 //
 //	{"type":"error","error":{"code":"invalid_request","message":"…"},"next_cursor":N}
 //
@@ -85,7 +85,7 @@ const (
 )
 
 // attachTimings derives the keep-alive timings from the heartbeat interval
-// (CONTRACT §4: ping/pong every 10 s). pingPeriod is how often the writer
+// (protocol.md §4: ping/pong every 10 s). pingPeriod is how often the writer
 // pings; pongWait is how long the reader waits for any frame (a pong
 // included) before it gives the client up; writeWait bounds each write and
 // how long a full queue is tolerated.

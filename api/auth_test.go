@@ -5,15 +5,18 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/gorilla/websocket"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/sandbox-runtime/sandbox-runtime/runtime"
 )
 
-// authTokenChange is CONTRACT §6: a changed token file takes effect within 5 s.
+// authTokenChange is protocol.md §6: a changed token file takes effect within 5 s.
 const authTokenChange = 5 * time.Second
 
 // authServer starts a server whose token file holds content (nil: no file).
@@ -209,5 +212,70 @@ func TestAuthTokenFileMissingOrEmpty(t *testing.T) {
 			}
 			authPublic(t, ts)
 		})
+	}
+}
+
+// TestAuthTokenFileFailureLogged: a token file that becomes unusable while
+// the runtime runs refuses every protected request (fail closed) and says so
+// at error level, naming the file; fixing the file restores access and is
+// logged too.
+func TestAuthTokenFileFailureLogged(t *testing.T) {
+	core, logs := observer.New(zap.InfoLevel)
+	path := filepath.Join(t.TempDir(), "token")
+	authWriteFile(t, path, "s3cret\n")
+	ts := newTestServer(t, func(_ *runtime.Config, o *Options) {
+		o.TokenFile = path
+		o.Logger = zap.New(core)
+	})
+	req := authRequest{"GET", "/v1/info", ""}
+	authExpect(t, ts, req, authBearer("s3cret"), false)
+	if n := logs.FilterMessageSnippet("token file").Len(); n != 0 {
+		t.Fatalf("%d token file log lines while the file is fine", n)
+	}
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	authUntil(t, ts, req, authBearer("s3cret"), http.StatusUnauthorized)
+	bad := logs.FilterMessageSnippet("token file unusable").FilterField(zap.String("token_file", path)).All()
+	if len(bad) == 0 || bad[0].Level != zap.ErrorLevel || !strings.Contains(bad[0].ContextMap()["error"].(string), "no such file") {
+		t.Fatalf("no error-level line naming %s and the cause: %v", path, logs.All())
+	}
+	authWriteFile(t, path, "   ") // blank: still refused, and logged as empty
+	deadline := time.Now().Add(authTokenChange)
+	for !authLogged(logs, "empty") {
+		if time.Now().After(deadline) {
+			t.Fatalf("a blank token file was not logged as empty within %v: %v", authTokenChange, logs.All())
+		}
+		authExpect(t, ts, req, authBearer("s3cret"), true)
+	}
+	authWriteFile(t, path, "n3w\n")
+	authUntil(t, ts, req, authBearer("n3w"), http.StatusOK)
+	if logs.FilterMessage("token file readable again").Len() != 1 {
+		t.Errorf("recovery not logged once: %v", logs.All())
+	}
+}
+
+// authLogged reports whether an "unusable" line with cause in its error was logged.
+func authLogged(logs *observer.ObservedLogs, cause string) bool {
+	for _, e := range logs.FilterMessageSnippet("token file unusable").All() {
+		if msg, _ := e.ContextMap()["error"].(string); strings.Contains(msg, cause) {
+			return true
+		}
+	}
+	return false
+}
+
+// authUntil repeats req until it answers want, for at most authTokenChange.
+func authUntil(t *testing.T, ts *testServer, req authRequest, hdr http.Header, want int) {
+	t.Helper()
+	deadline := time.Now().Add(authTokenChange)
+	for {
+		code, body := atDo(t, req.method, ts.URL+req.path, req.body, hdr)
+		if code == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s %s still answers %d %s after %v; want %d", req.method, req.path, code, body, authTokenChange, want)
+		}
 	}
 }

@@ -157,6 +157,7 @@ func (s *Server) createCommand(w http.ResponseWriter, r *http.Request) {
 		fail(w, err)
 		return
 	}
+	req.RequestID = RequestID(r.Context())
 	st, created, err := s.m.Create(req)
 	if err != nil {
 		fail(w, err)

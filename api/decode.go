@@ -14,7 +14,7 @@ import (
 	"strings"
 )
 
-// maxJSONBody is the limit on a JSON request body (CONTRACT §3: 1 MiB).
+// maxJSONBody is the limit on a JSON request body (protocol.md §3: 1 MiB).
 const maxJSONBody = 1 << 20
 
 // decodeJSON decodes the body into v: exactly one JSON value, no unknown

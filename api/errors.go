@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
+	"strings"
 	"syscall"
 
 	"github.com/sandbox-runtime/sandbox-runtime/runtime"
@@ -102,10 +103,16 @@ func fail(w http.ResponseWriter, err error) {
 	if status == http.StatusInternalServerError {
 		msg = "internal error"
 	}
+	if rec := recorderOf(w); rec != nil {
+		rec.err = err // for the log (a 500's details) and the spawn-failure class
+	}
 	writeError(w, status, code, msg, &reason)
 }
 
 func writeError(w http.ResponseWriter, status int, code, msg string, reason *string) {
+	if rec := recorderOf(w); rec != nil {
+		rec.errCode, rec.errMsg = code, msg
+	}
 	d := errorDetail{Code: code, Message: msg}
 	if reason != nil {
 		d.Reason = *reason
@@ -123,8 +130,65 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Write(body)
 }
 
-// writeLegacyJSON is writeJSON for the legacy routes (same encoding).
-func writeLegacyJSON(w http.ResponseWriter, status int, v any) { writeJSON(w, status, v) }
+// writeLegacyJSON is writeJSON for the legacy routes (same encoding). The
+// message of an error answer ({"detail"} or {"message"}) goes to the log.
+func writeLegacyJSON(w http.ResponseWriter, status int, v any) {
+	if rec := recorderOf(w); rec != nil && status >= 400 {
+		rec.errCode, rec.errMsg = statusCode(status), legacyErrorText(v)
+	}
+	writeJSON(w, status, v)
+}
+
+// legacyErrorText is the text of a legacy error body.
+func legacyErrorText(v any) string {
+	switch m := v.(type) {
+	case map[string]string:
+		return m["detail"] + m["message"]
+	case map[string]any:
+		for _, k := range []string{"detail", "message"} {
+			if t, ok := m[k].(string); ok {
+				return t
+			} else if m[k] != nil {
+				return string(marshal(m[k]))
+			}
+		}
+	}
+	return ""
+}
+
+// statusCode names an error status the way the v1 codes do, for answers
+// that carry no code of their own (legacy bodies, net/http's own errors).
+func statusCode(status int) string {
+	switch status {
+	case http.StatusBadRequest, http.StatusUnprocessableEntity:
+		return "invalid_request"
+	case http.StatusForbidden:
+		return "forbidden"
+	case http.StatusNotFound:
+		return "not_found"
+	case http.StatusMethodNotAllowed:
+		return "method_not_allowed"
+	case http.StatusRequestEntityTooLarge:
+		return "too_large"
+	case http.StatusInternalServerError:
+		return "internal"
+	}
+	return strings.ToLower(strings.ReplaceAll(http.StatusText(status), " ", "_"))
+}
+
+// recorderOf finds the request's statusRecorder below w, nil when there is none.
+func recorderOf(w http.ResponseWriter) *statusRecorder {
+	for {
+		switch x := w.(type) {
+		case *statusRecorder:
+			return x
+		case interface{ Unwrap() http.ResponseWriter }:
+			w = x.Unwrap()
+		default:
+			return nil
+		}
+	}
+}
 
 // marshal encodes v without HTML escaping and without a trailing newline.
 func marshal(v any) []byte {

@@ -15,7 +15,7 @@ import (
 	"go.uber.org/zap"
 )
 
-// Files v1 (CONTRACT §3): /v1/files/{path...} reads, lists, writes and
+// Files v1 (protocol.md §3): /v1/files/{path...} reads, lists, writes and
 // deletes under SANDBOX_BASE_DIR. The path is decoded by the usual URL rules
 // and resolved like the legacy paths (paths.go); a result outside the base
 // dir is 403 forbidden.

@@ -28,8 +28,8 @@ import (
 	"github.com/sandbox-runtime/sandbox-runtime/shlex"
 )
 
-// The legacy API (CONTRACT §5): what the Python runtime image served, answer
-// for answer. The recorded corpus in shared/legacy pins the details; the
+// The legacy API (protocol.md §5): what the Python runtime image served, answer
+// for answer. The recorded corpus in testdata/legacy pins the details; the
 // replay test in legacy_test.go checks every case. Where this file follows a
 // Python quirk on purpose, the comment says which.
 //
@@ -1190,7 +1190,7 @@ func (f pyFloat) MarshalJSON() ([]byte, error) { return []byte(pyrepr.Float(floa
 
 // legacyListPath lists a directory with each entry stat'ed through
 // symlinks. Entries that cannot be stat'ed (dangling or looping links) are
-// left out instead of failing the listing (CONTRACT §5).
+// left out instead of failing the listing (protocol.md §5).
 func (s *Server) legacyListPath(w http.ResponseWriter, p string) {
 	full, ok := s.legacyResolve(w, p)
 	if !ok {

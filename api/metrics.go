@@ -1,7 +1,11 @@
 package api
 
 import (
+	"errors"
 	"net/http"
+	goruntime "runtime"
+	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -11,7 +15,7 @@ import (
 	"github.com/sandbox-runtime/sandbox-runtime/runtime"
 )
 
-// Metrics holds the Prometheus collectors of CONTRACT §3 GET /metrics. It
+// Metrics holds the Prometheus collectors of protocol.md §3 GET /metrics. It
 // implements runtime.Observer; give it to runtime.Config before creating the
 // Manager, then Bind it to the Manager for the gauges.
 type Metrics struct {
@@ -30,6 +34,12 @@ type Metrics struct {
 
 	streamClients    prometheus.Gauge
 	websocketClients prometheus.Gauge
+
+	httpRequests  *prometheus.CounterVec   // route, method, status
+	httpDuration  *prometheus.HistogramVec // route, method
+	refusals      *prometheus.CounterVec   // reason: the error code answered
+	spawnFailures *prometheus.CounterVec   // class: spawnClass
+	buildInfo     *prometheus.GaugeVec     // version, go_version
 
 	handler http.Handler
 }
@@ -54,14 +64,31 @@ func NewMetrics(m *runtime.Manager) *Metrics {
 		streamClients: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "stream_clients",
 			Help: "Open NDJSON output streams."}),
 		websocketClients: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "websocket_clients", Help: "Open WebSocket attachments."}),
+		httpRequests: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "http_requests_total",
+			Help: "HTTP requests answered, by route pattern, method and status."}, []string{"route", "method", "status"}),
+		httpDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Name: "http_request_duration_seconds",
+			Help:    "Time from a request's arrival until its handler returned (a stream: until it ended), by route pattern and method.",
+			Buckets: []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60}}, []string{"route", "method"}),
+		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "refusals_total",
+			Help: "Requests answered with an error (4xx or 5xx), by error code (too_many_running, too_large, stdin_full, ...)."}, []string{"reason"}),
+		spawnFailures: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "spawn_failures_total",
+			Help: "Managed commands that could not be started, by class (not_found, permission, exec_format, resources, other)."}, []string{"class"}),
+		buildInfo: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "build_info",
+			Help: "Always 1; the labels say which build is running."}, []string{"version", "go_version"}),
 	}
 	x.stdoutBytes = x.outputBytes.WithLabelValues("stdout")
 	x.stderrBytes = x.outputBytes.WithLabelValues("stderr")
 	for _, s := range []string{"exited", "cancelled", "timed_out", "terminated"} {
 		x.finished.WithLabelValues(s)
 	}
+	for _, c := range spawnClasses {
+		x.spawnFailures.WithLabelValues(c)
+	}
+	for _, r := range []string{"too_many_running", "too_large", "stdin_full", "unauthorized"} {
+		x.refusals.WithLabelValues(r) // present at 0, so rate() and alerts see them from the start
+	}
 	reg.MustRegister(x.started, x.finished, x.outputBytes, x.truncated, x.evicted, x.expired, x.legacy, x.spawnSeconds,
-		x.streamClients, x.websocketClients,
+		x.streamClients, x.websocketClients, x.httpRequests, x.httpDuration, x.refusals, x.spawnFailures, x.buildInfo,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	x.handler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
 	if m != nil {
@@ -120,3 +147,54 @@ func (x *Metrics) HandleExpired() { x.expired.Inc() }
 
 // LegacyExecuted implements runtime.Observer.
 func (x *Metrics) LegacyExecuted() { x.legacy.Inc() }
+
+// SetBuild sets sandbox_runtime_build_info{version, go_version} to 1.
+func (x *Metrics) SetBuild(version string) {
+	x.buildInfo.WithLabelValues(version, goruntime.Version()).Set(1)
+}
+
+// observeRequest records one answered request; code is the error code of a
+// 4xx/5xx answer and err the error behind it, when there was one.
+func (x *Metrics) observeRequest(route, method string, status int, d time.Duration, code string, err error) {
+	method = metricMethod(method)
+	x.httpRequests.WithLabelValues(route, method, strconv.Itoa(status)).Inc()
+	x.httpDuration.WithLabelValues(route, method).Observe(d.Seconds())
+	if status >= 400 && code != "" {
+		x.refusals.WithLabelValues(code).Inc()
+	}
+	if code == "spawn_failed" {
+		x.spawnFailures.WithLabelValues(spawnClass(err)).Inc()
+	}
+}
+
+// metricMethod bounds the method label to the methods the API knows.
+func metricMethod(m string) string {
+	switch m {
+	case "GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS":
+		return m
+	}
+	return "other"
+}
+
+// spawnClasses are the values of spawn_failures_total's class label.
+var spawnClasses = []string{"not_found", "permission", "exec_format", "resources", "other"}
+
+// spawnClass classifies why a command could not be started, from the errno
+// the runtime wraps.
+func spawnClass(err error) string {
+	var errno syscall.Errno
+	if !errors.As(err, &errno) {
+		return "other"
+	}
+	switch errno {
+	case syscall.ENOENT, syscall.ENOTDIR:
+		return "not_found"
+	case syscall.EACCES, syscall.EPERM, syscall.EISDIR:
+		return "permission"
+	case syscall.ENOEXEC:
+		return "exec_format"
+	case syscall.EAGAIN, syscall.ENOMEM, syscall.EMFILE, syscall.ENFILE, syscall.ENOSPC, syscall.E2BIG:
+		return "resources"
+	}
+	return "other"
+}

@@ -10,7 +10,7 @@ import (
 	"unicode/utf8"
 )
 
-// Path resolution shared by the legacy file routes (CONTRACT §5) and
+// Path resolution shared by the legacy file routes (protocol.md §5) and
 // /v1/files (§3).
 //
 // A request path names a place under SANDBOX_BASE_DIR. It is resolved the way

@@ -1,6 +1,6 @@
 // Package api is the HTTP and WebSocket transport of sandbox-runtime: it
 // decodes requests, calls the runtime.Manager, and encodes answers. The wire
-// contract is CONTRACT.md; openapi.yaml beside this file is its
+// protocol is docs/protocol.md; openapi.yaml beside this file is its
 // machine-readable form and is checked against the route table in tests.
 package api
 
@@ -45,7 +45,7 @@ type Options struct {
 	ReservedThreads int
 }
 
-// Server serves the routes of CONTRACT §3 and §5. Create it with New.
+// Server serves the routes of protocol.md §3 and §5. Create it with New.
 type Server struct {
 	m        *runtime.Manager
 	opts     Options
@@ -88,8 +88,9 @@ func New(m *runtime.Manager, opts Options) *Server {
 	}
 	s := &Server{m: m, opts: opts, log: opts.Logger.Named("api"), metrics: opts.Metrics, hijacked: newConnSet(), bodies: newBodyGate()}
 	s.streamsCtx, s.stopStreams = context.WithCancel(context.Background())
-	s.auth = newTokenAuth(opts.TokenFile)
+	s.auth = newTokenAuth(opts.TokenFile, s.log.Named("auth"))
 	s.origins = newOriginPolicy(opts.AllowedOrigins)
+	s.metrics.SetBuild(opts.Version)
 	s.routes = s.routeTable()
 	mux := http.NewServeMux()
 	for _, r := range s.routes {
@@ -192,7 +193,7 @@ func (s *Server) notFound(w http.ResponseWriter, r *http.Request) {
 }
 
 // legacyFilePrefixes are served with the raw path: ServeMux would redirect
-// `..`, `.` and `//` (CONTRACT §1: never redirect), and the legacy API
+// `..`, `.` and `//` (protocol.md §1: never redirect), and the legacy API
 // answers those itself (403 for `..`).
 var legacyFilePrefixes = []string{"/download/", "/list/", "/exists/"}
 
@@ -209,6 +210,8 @@ func (s *Server) middleware(mux *http.ServeMux) http.Handler {
 		h.Set("Sandbox-Runtime-Version", s.opts.Version)
 		h.Set("X-Request-ID", rid)
 		rec := &statusRecorder{ResponseWriter: w}
+		route := "" // set for the routes served outside the mux
+		r = r.WithContext(context.WithValue(r.Context(), requestIDKey{}, rid))
 		defer func() {
 			if p := recover(); p != nil {
 				if p == http.ErrAbortHandler {
@@ -219,13 +222,32 @@ func (s *Server) middleware(mux *http.ServeMux) http.Handler {
 					writeError(rec, http.StatusInternalServerError, "internal", "internal error", nil)
 				}
 			}
-			s.log.Info("request",
+			status, took := rec.status(), time.Since(start)
+			fields := []zap.Field{
 				zap.String("request_id", rid),
 				zap.String("method", r.Method),
 				zap.String("path", r.URL.Path),
-				zap.Int("status", rec.status()),
+				zap.Int("status", status),
 				zap.Int64("bytes", rec.bytes),
-				zap.Duration("duration", time.Since(start)))
+				zap.Duration("duration", took),
+			}
+			level := zap.InfoLevel
+			if status >= 400 {
+				if rec.errCode == "" {
+					rec.errCode = statusCode(status)
+				}
+				fields = append(fields, zap.String("error_code", rec.errCode), zap.String("error_message", rec.errMsg))
+				if status == http.StatusInternalServerError && rec.err != nil {
+					// An error no status was mapped for: a bug, logged
+					// as one with its cause (the client saw only
+					// "internal error"). Expected 5xx answers (503 while
+					// draining, the legacy upload's 500) stay at info.
+					fields = append(fields, zap.NamedError("cause", rec.err))
+					level = zap.ErrorLevel
+				}
+			}
+			s.log.Log(level, "request", fields...)
+			s.metrics.observeRequest(routeLabel(r, route), r.Method, status, took, rec.errCode, rec.err)
 		}()
 		if !s.browserGate(rec, r) {
 			return
@@ -238,6 +260,7 @@ func (s *Server) middleware(mux *http.ServeMux) http.Handler {
 		p := r.URL.Path
 		for _, prefix := range legacyFilePrefixes {
 			if strings.HasPrefix(p, prefix) || p == strings.TrimSuffix(prefix, "/") {
+				route = prefix + "{path...}"
 				s.serveLegacyPath(rec, r, prefix)
 				return
 			}
@@ -251,6 +274,28 @@ func (s *Server) middleware(mux *http.ServeMux) http.Handler {
 		}
 		mux.ServeHTTP(rec, r)
 	})
+}
+
+// requestIDKey is the context key of the request id (RequestID).
+type requestIDKey struct{}
+
+// RequestID returns the X-Request-ID of the request whose context ctx is
+// ("" outside a request).
+func RequestID(ctx context.Context) string {
+	id, _ := ctx.Value(requestIDKey{}).(string)
+	return id
+}
+
+// routeLabel is the metrics label of r: the route pattern that served it
+// (route, or the mux's pattern), "unmatched" for an unknown path.
+func routeLabel(r *http.Request, route string) string {
+	switch {
+	case route != "":
+		return route
+	case r.Pattern == "" || r.Pattern == "/":
+		return "unmatched"
+	}
+	return r.Pattern
 }
 
 // isClean reports whether ServeMux would serve p without a redirect.
@@ -271,6 +316,9 @@ type statusRecorder struct {
 	code        int
 	wroteHeader bool
 	bytes       int64
+	errCode     string // the error code of a 4xx/5xx answer (writeError, writeLegacyJSON)
+	errMsg      string // and its message
+	err         error  // the error behind it (fail), for 500s and spawn failures
 }
 
 func (r *statusRecorder) WriteHeader(code int) {
@@ -283,6 +331,11 @@ func (r *statusRecorder) WriteHeader(code int) {
 func (r *statusRecorder) Write(p []byte) (int, error) {
 	if !r.wroteHeader {
 		r.code, r.wroteHeader = http.StatusOK, true
+	}
+	if r.code >= 400 && r.errCode == "" && len(r.errMsg) < 200 {
+		// An error body written by net/http itself (http.Error, ServeContent's
+		// 416): its text is the message for the log.
+		r.errMsg += strings.TrimSpace(string(p[:min(len(p), 200-len(r.errMsg))]))
 	}
 	n, err := r.ResponseWriter.Write(p)
 	r.bytes += int64(n)

@@ -30,7 +30,7 @@ const (
 	streamUnsentLimit = 16 << 10
 )
 
-// event is one line of the event stream (CONTRACT §4). Output events are
+// event is one line of the event stream (protocol.md §4). Output events are
 // encoded by appendOutputEvent instead, which is much faster.
 type event struct {
 	Type         string          `json:"type"`

@@ -360,7 +360,7 @@ func (d *daemon) mustCall(method, path string, in any) (int, []byte) {
 	return code, data
 }
 
-// cmdStatus is the status object of CONTRACT §2.
+// cmdStatus is the status object of protocol.md §2.
 type cmdStatus struct {
 	CommandID    string     `json:"command_id"`
 	Argv         []string   `json:"argv"`
@@ -402,7 +402,7 @@ func errorCode(body []byte) string {
 	return e.Error.Code
 }
 
-// event is one line of the event stream (CONTRACT §4).
+// event is one line of the event stream (protocol.md §4).
 type event struct {
 	Type         string     `json:"type"`
 	Stream       string     `json:"stream"`

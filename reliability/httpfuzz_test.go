@@ -763,7 +763,7 @@ func TestHTTPFuzz(t *testing.T) {
 		t.Errorf("%d 5xx answers; first:\n%s", nfivexx, strings.Join(fivexx, "\n"))
 	}
 	if nredirects > 0 {
-		t.Errorf("%d redirects (CONTRACT §1: never answer with a redirect); first:\n%s", nredirects, strings.Join(redirects, "\n"))
+		t.Errorf("%d redirects (protocol.md §1: never answer with a redirect); first:\n%s", nredirects, strings.Join(redirects, "\n"))
 	}
 	for kb, n := range known {
 		t.Errorf("%s: %d times; first: %s", kb, n, knownFirst[kb])

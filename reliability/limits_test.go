@@ -13,7 +13,7 @@ import (
 	"github.com/google/uuid"
 )
 
-// TestLimitsAsContract checks the limits of CONTRACT §2 against the real
+// TestLimitsAsContract checks the limits of protocol.md §2 against the real
 // daemon: the 17th concurrent command gets 429 and starts nothing; at 64
 // retained the oldest finished (earliest finished_at) is evicted, never a
 // running one; an expired id answers 410 expired; unknown ids 404.

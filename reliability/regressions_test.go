@@ -33,7 +33,7 @@ func TestRegressions(t *testing.T) {
 	}
 
 	// api/server.go routeTable: the pattern "/v1/files/{path...}" makes
-	// ServeMux redirect "/v1/files" to "/v1/files/" (CONTRACT §1: never
+	// ServeMux redirect "/v1/files" to "/v1/files/" (protocol.md §1: never
 	// redirect). Fix: also register "/v1/files" (same handlers, empty path),
 	// or route it to notFound.
 	t.Run("files-redirect", func(t *testing.T) {
@@ -124,7 +124,7 @@ func TestRegressions(t *testing.T) {
 
 	// api/decode.go decodeJSON: encoding/json matches keys without regard
 	// to case and lets the last duplicate win, so a body a proxy reads as
-	// argv ["true"] runs something else. CONTRACT §3 rejects unknown
+	// argv ["true"] runs something else. protocol.md §3 rejects unknown
 	// fields. Fix: before decoding, walk the top-level object's keys with
 	// json.Decoder.Token and refuse (400) a key that is not exactly a field
 	// name or that repeats.

@@ -40,7 +40,7 @@ func (nopObserver) HandleEvicted()               {}
 func (nopObserver) HandleExpired()               {}
 func (nopObserver) LegacyExecuted()              {}
 
-// Config holds the limits of CONTRACT §2. Zero values take the defaults of
+// Config holds the limits of protocol.md §2. Zero values take the defaults of
 // DefaultConfig; Validate reports values that make no sense.
 type Config struct {
 	MaxRunning     int           // running commands at once (SANDBOX_MAX_RUNNING)

@@ -7,7 +7,7 @@
 // procgroup; output is kept in a ringbuf.Ring per command.
 //
 // Ownership: every command has exactly one owner goroutine (Command.run). It
-// waits for the process, decides when the command has ended (CONTRACT §2 "End
+// waits for the process, decides when the command has ended (protocol.md §2 "End
 // of a command"), sets the final state through State.finish, closes the ring
 // and then closes the done channel. Everyone else observes a command through
 // Status snapshots, the done channel, or the ring.

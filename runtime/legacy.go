@@ -11,7 +11,7 @@ import (
 	"github.com/sandbox-runtime/sandbox-runtime/procgroup"
 )
 
-// ExecResult is the outcome of a legacy one-shot execution (CONTRACT §5).
+// ExecResult is the outcome of a legacy one-shot execution (protocol.md §5).
 // It holds one of the Manager's execution slots until Release is called.
 type ExecResult struct {
 	Stdout, Stderr               Capture // at most Config.LegacyOutputLimit each

@@ -144,7 +144,7 @@ func (m *Manager) Create(r CreateRequest) (Status, bool, error) {
 		id:        id,
 		spec:      s.retained(), // the envs map is for the start below only
 		m:         m,
-		log:       m.log.With(zap.String("command_id", id)),
+		log:       m.log.With(zap.String("command_id", id), zap.String("request_id", r.RequestID)),
 		ring:      ringbuf.New(m.cfg.OutputLimit, m.cfg.OutputRecords),
 		startedCh: make(chan struct{}),
 		endCh:     make(chan struct{}),

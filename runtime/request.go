@@ -17,7 +17,7 @@ import (
 	"github.com/sandbox-runtime/sandbox-runtime/shlex"
 )
 
-// CreateRequest is a request to start a managed command (CONTRACT §3
+// CreateRequest is a request to start a managed command (protocol.md §3
 // POST /v1/commands). Exactly one of Argv and Command must be set.
 type CreateRequest struct {
 	Argv      []string          // the argv, used as is
@@ -28,10 +28,11 @@ type CreateRequest struct {
 	Stdin     bool              // give the command a stdin pipe
 	CommandID string            // optional client-chosen UUID for idempotent creation
 	PTY       *PTYRequest       // run on a pseudo-terminal of this size; implies stdin
+	RequestID string            // the creating request's id, carried by the command's log lines; not part of its identity
 }
 
 // spec is a CreateRequest after defaults, splitting and clamping: two requests
-// are "the same" (CONTRACT §2 Identity) when their specs are equal.
+// are "the same" (protocol.md §2 Identity) when their specs are equal.
 //
 // A retained handle keeps its spec for idempotent re-posts, but not the
 // environment overrides (up to a whole request body of them, and never shown
@@ -198,7 +199,7 @@ func buildEnv(base []string, overrides map[string]string) []string {
 }
 
 // ParseID canonicalises a command id; anything that is not a UUID is ErrNotFound
-// (CONTRACT §2: an id that is not a UUID answers 404).
+// (protocol.md §2: an id that is not a UUID answers 404).
 func ParseID(id string) (string, error) {
 	u, err := uuid.Parse(id)
 	if err != nil || len(id) != 36 {

@@ -3,7 +3,7 @@ package runtime
 // State is the lifecycle state of a managed command.
 type State uint8
 
-// The states of CONTRACT §2. StateStarting is internal: a command that is being
+// The states of protocol.md §2. StateStarting is internal: a command that is being
 // spawned is not listed and never reported to clients.
 const (
 	StateStarting State = iota

@@ -2,7 +2,7 @@ package runtime
 
 import "time"
 
-// Status is a snapshot of a command (CONTRACT §2 "Status object"). The json
+// Status is a snapshot of a command (protocol.md §2 "Status object"). The json
 // tags are the wire names; Status is plain data and safe to share.
 type Status struct {
 	CommandID      string     `json:"command_id"`

@@ -12,7 +12,7 @@ import (
 	"unicode/utf8"
 )
 
-// event is one decoded line of the event stream (CONTRACT §4). Slices point
+// event is one decoded line of the event stream (protocol.md §4). Slices point
 // into the line they were parsed from and are valid until the next read.
 type event struct {
 	Type       string

@@ -1,3 +1,5 @@
+//go:build linux
+
 package main
 
 import (
@@ -6,7 +8,10 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"net"
 	"os"
+	"regexp"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -35,7 +40,13 @@ type config struct {
 	HeartbeatInterval time.Duration
 	AllowedOrigins    string // comma-separated, canonical (api.ParseAllowedOrigins)
 	LogLevel          string
+	LogFormat         string // "console", "json", or "" (console on a terminal, else JSON)
 	ShowVersion       bool
+
+	// listener, when set, is the socket bound by main before anything is
+	// logged (so that an address in use is a plain start-up error); run
+	// listens on Addr itself otherwise.
+	listener net.Listener
 }
 
 // setting is one configurable value: its flag, its variable and its default.
@@ -85,56 +96,117 @@ func stringSetting(p *string) func(string) error {
 	return func(s string) error { *p = s; return nil }
 }
 
+// settings lists every setting. The first back-quoted word of a usage is the
+// type of its value in --help (as flag.UnquoteUsage reads it), so every
+// setting that is not free text must have one.
 func (c *config) settings() []setting {
 	return []setting{
-		{"addr", "SANDBOX_RUNTIME_ADDR", ":8888", "listen address (port 0 picks a free port; the bound address is logged)", stringSetting(&c.Addr)},
-		{"base-dir", "SANDBOX_BASE_DIR", "", "base directory: default cwd of commands, root of files and legacy paths (default /app, or the current directory when /app does not exist)", stringSetting(&c.BaseDir)},
-		{"token-file", "SANDBOX_RUNTIME_TOKEN_FILE", "", "file holding a bearer token required on every route but GET / and GET /v1/health (re-read when it changes)", stringSetting(&c.TokenFile)},
-		{"max-running", "SANDBOX_MAX_RUNNING", "16", "managed commands running at once", intSetting(&c.MaxRunning, 1)},
-		{"max-retained", "SANDBOX_MAX_RETAINED", "64", "managed command handles retained (running + finished)", intSetting(&c.MaxRetained, 1)},
-		{"output-limit-bytes", "SANDBOX_OUTPUT_LIMIT_BYTES", "1048576", "output retained per managed command (stdout+stderr)", intSetting(&c.OutputLimit, 1)},
-		{"execute-output-limit-bytes", "SANDBOX_EXECUTE_OUTPUT_LIMIT_BYTES", "8388608", "output kept per stream of a legacy /execute", intSetting(&c.ExecuteOutput, 1)},
-		{"max-executions", "SANDBOX_MAX_EXECUTIONS", "8", "legacy /execute calls running at once; more wait for a slot", intSetting(&c.MaxExecutions, 1)},
-		{"stdin-limit-bytes", "SANDBOX_STDIN_LIMIT_BYTES", "1048576", "stdin bytes queued per managed command", intSetting(&c.StdinLimit, 1)},
-		{"result-ttl-seconds", "SANDBOX_RESULT_TTL_SECONDS", "900", "lifetime of a finished command's result", secondsSetting(&c.ResultTTL, false)},
-		{"default-timeout-seconds", "SANDBOX_DEFAULT_TIMEOUT_SECONDS", "60", "timeout of a command whose request gives none", secondsSetting(&c.DefaultTimeout, false)},
-		{"exec-timeout-seconds", "SANDBOX_EXEC_TIMEOUT_SECONDS", "300", "cap on every timeout, and the timeout of legacy /execute", secondsSetting(&c.MaxTimeout, false)},
-		{"kill-grace-seconds", "SANDBOX_KILL_GRACE_SECONDS", "2", "grace between SIGTERM and SIGKILL, and for pipes after the leader exits", secondsSetting(&c.KillGrace, true)},
-		{"shutdown-timeout-seconds", "SANDBOX_SHUTDOWN_TIMEOUT_SECONDS", "25", "budget for a graceful shutdown on SIGTERM/SIGINT", secondsSetting(&c.ShutdownTimeout, false)},
-		{"heartbeat-seconds", "SANDBOX_HEARTBEAT_SECONDS", "10", "silence after which a stream sends a heartbeat (WebSocket: ping period)", secondsSetting(&c.HeartbeatInterval, false)},
-		{"allowed-origins", "SANDBOX_ALLOWED_ORIGINS", "", "comma-separated browser origins (http(s)://host[:port], or *) allowed besides the daemon's own host; any other Origin is refused with 403", originsSetting(&c.AllowedOrigins)},
-		{"log-level", "SANDBOX_LOG_LEVEL", "info", "debug, info, warn or error", stringSetting(&c.LogLevel)},
+		{"addr", "SANDBOX_RUNTIME_ADDR", ":8888", "listen `address` (host:port; port 0 picks a free port, and the bound address is logged)", stringSetting(&c.Addr)},
+		{"base-dir", "SANDBOX_BASE_DIR", "", "base `directory`: default cwd of commands, root of /v1/files and of the legacy file routes", stringSetting(&c.BaseDir)},
+		{"token-file", "SANDBOX_RUNTIME_TOKEN_FILE", "", "`file` holding the bearer token required on every route but GET / and GET /v1/health; it must exist and be non-empty at start, and is re-read when it changes", stringSetting(&c.TokenFile)},
+		{"max-running", "SANDBOX_MAX_RUNNING", "16", "`count` of managed commands running at once (at most --max-retained)", intSetting(&c.MaxRunning, 1)},
+		{"max-retained", "SANDBOX_MAX_RETAINED", "64", "`count` of managed command handles retained (running + finished)", intSetting(&c.MaxRetained, 1)},
+		{"output-limit-bytes", "SANDBOX_OUTPUT_LIMIT_BYTES", "1048576", "`bytes` of output retained per managed command (stdout+stderr, most recent)", intSetting(&c.OutputLimit, 1)},
+		{"execute-output-limit-bytes", "SANDBOX_EXECUTE_OUTPUT_LIMIT_BYTES", "8388608", "`bytes` of output kept per stream of a legacy /execute", intSetting(&c.ExecuteOutput, 1)},
+		{"max-executions", "SANDBOX_MAX_EXECUTIONS", "8", "`count` of legacy /execute calls running at once; more wait for a slot", intSetting(&c.MaxExecutions, 1)},
+		{"stdin-limit-bytes", "SANDBOX_STDIN_LIMIT_BYTES", "1048576", "`bytes` of stdin queued per managed command", intSetting(&c.StdinLimit, 1)},
+		{"result-ttl-seconds", "SANDBOX_RESULT_TTL_SECONDS", "900", "`seconds` a finished command's result is kept", secondsSetting(&c.ResultTTL, false)},
+		{"default-timeout-seconds", "SANDBOX_DEFAULT_TIMEOUT_SECONDS", "60", "`seconds` of timeout for a command whose request gives none", secondsSetting(&c.DefaultTimeout, false)},
+		{"exec-timeout-seconds", "SANDBOX_EXEC_TIMEOUT_SECONDS", "300", "`seconds`: the cap on every timeout, and the timeout of legacy /execute", secondsSetting(&c.MaxTimeout, false)},
+		{"kill-grace-seconds", "SANDBOX_KILL_GRACE_SECONDS", "2", "`seconds` between SIGTERM and SIGKILL, and for pipes after the leader exits (0 allowed)", secondsSetting(&c.KillGrace, true)},
+		{"shutdown-timeout-seconds", "SANDBOX_SHUTDOWN_TIMEOUT_SECONDS", "25", "`seconds` of budget for a graceful shutdown on SIGTERM/SIGINT", secondsSetting(&c.ShutdownTimeout, false)},
+		{"heartbeat-seconds", "SANDBOX_HEARTBEAT_SECONDS", "10", "`seconds` of silence after which a stream sends a heartbeat (WebSocket: the ping period)", secondsSetting(&c.HeartbeatInterval, false)},
+		{"allowed-origins", "SANDBOX_ALLOWED_ORIGINS", "", "comma-separated browser `origins` (http(s)://host[:port], or *) allowed besides the daemon's own host; any other Origin is refused with 403", originsSetting(&c.AllowedOrigins)},
+		{"log-level", "SANDBOX_LOG_LEVEL", "info", "`level`: debug, info, warn or error", stringSetting(&c.LogLevel)},
+		{"log-format", "SANDBOX_LOG_FORMAT", "", "`format` of the log on stderr: console or json", stringSetting(&c.LogFormat)},
 	}
 }
 
-// loadConfig reads flags from args and variables through getenv.
-func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (*config, error) {
+// shownDefaults are the defaults --help shows for settings whose default is
+// not a plain value.
+var shownDefaults = map[string]string{
+	"base-dir":   "/app, or the current directory when /app does not exist",
+	"token-file": "none: no authentication",
+	"log-format": "console when stderr is a terminal, json otherwise",
+}
+
+// valueName returns the type name --help shows for s and its usage without
+// the back quotes (flag.UnquoteUsage's convention), "string" when the usage
+// names none.
+func valueName(s setting) (name, usage string) {
+	name, usage = "string", s.usage
+	if i := strings.IndexByte(usage, '`'); i >= 0 {
+		if j := strings.IndexByte(usage[i+1:], '`'); j >= 0 {
+			name = usage[i+1 : i+1+j]
+			usage = usage[:i] + name + usage[i+1+j+1:]
+		}
+	}
+	return name, usage
+}
+
+// writeHelp prints the usage: one entry per setting with its type, variable
+// and one default.
+func writeHelp(w io.Writer, settings []setting) {
+	var b strings.Builder
+	b.WriteString("Usage: sandbox-runtime [flags]\n\n")
+	b.WriteString("The in-sandbox command runtime (Linux only). Every flag can also be set by its\n")
+	b.WriteString("environment variable; a flag wins over its variable, a variable over the default.\n")
+	b.WriteString("A bad value, an unusable token file or a listen address in use exits with code 2.\n\n")
+	b.WriteString("Flags:\n")
+	for _, s := range settings {
+		name, usage := valueName(s)
+		def, ok := shownDefaults[s.flag]
+		if !ok {
+			def = strconv.Quote(s.def)
+		}
+		fmt.Fprintf(&b, "  --%s %s\n      %s\n      env %s; default %s\n", s.flag, name, usage, s.env, def)
+	}
+	b.WriteString("  --version\n      print the version and exit\n")
+	b.WriteString("  --help\n      print this help on stdout and exit\n")
+	io.WriteString(w, b.String())
+}
+
+// rawValue is a flag that keeps its text; the setting parses it.
+type rawValue struct {
+	s   string
+	set bool
+}
+
+func (v *rawValue) String() string     { return v.s }
+func (v *rawValue) Set(s string) error { v.s, v.set = s, true; return nil }
+
+// loadConfig reads flags from args and variables through getenv. --help
+// writes the usage to stdout and returns flag.ErrHelp; every other problem
+// is returned as an error (one line per problem) and nothing is printed.
+func loadConfig(args []string, getenv func(string) string, stdout io.Writer) (*config, error) {
 	c := &config{}
 	fs := flag.NewFlagSet("sandbox-runtime", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.SetOutput(io.Discard) // errors are returned, the usage is printed to stdout only for --help
+	fs.Usage = func() {}
 	settings := c.settings()
-	for _, s := range settings {
-		fs.String(s.flag, "", fmt.Sprintf("%s (env %s, default %q)", s.usage, s.env, s.def))
+	values := make([]rawValue, len(settings))
+	for i, s := range settings {
+		fs.Var(&values[i], s.flag, s.usage)
 	}
 	fs.BoolVar(&c.ShowVersion, "version", false, "print the version and exit")
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: sandbox-runtime [flags]\n\nThe in-sandbox command runtime. Every flag can also be set by its environment variable; a flag wins.\n\n")
-		fs.PrintDefaults()
-	}
 	if err := fs.Parse(args); err != nil {
-		return nil, err
+		if errors.Is(err, flag.ErrHelp) {
+			writeHelp(stdout, settings)
+			return nil, err
+		}
+		return nil, fmt.Errorf("%w (see --help)", err)
 	}
 	if fs.NArg() > 0 {
-		return nil, fmt.Errorf("unexpected arguments: %q", fs.Args())
+		return nil, fmt.Errorf("unexpected arguments: %q (see --help)", fs.Args())
 	}
 	var errs []error
-	for _, s := range settings {
+	for i, s := range settings {
 		v, from := s.def, "default"
 		if e := getenv(s.env); e != "" {
 			v, from = e, s.env
 		}
-		if f := fs.Lookup(s.flag); f.Value.String() != "" {
-			v, from = f.Value.String(), "--"+s.flag
+		if values[i].set {
+			v, from = values[i].s, "--"+s.flag
 		}
 		if err := s.set(v); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", from, err))
@@ -147,6 +219,11 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (*c
 	case "debug", "info", "warn", "error":
 	default:
 		errs = append(errs, fmt.Errorf("log level %q is not one of debug, info, warn, error", c.LogLevel))
+	}
+	switch c.LogFormat {
+	case "", "console", "json":
+	default:
+		errs = append(errs, fmt.Errorf("log format %q is not one of console, json", c.LogFormat))
 	}
 	if c.BaseDir == "" {
 		c.BaseDir = "/app"
@@ -161,7 +238,88 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (*c
 	if fi, err := os.Stat(c.BaseDir); err != nil || !fi.IsDir() {
 		errs = append(errs, fmt.Errorf("base dir %q is not an existing directory", c.BaseDir))
 	}
+	if c.TokenFile != "" {
+		if err := checkTokenFile(c.TokenFile); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	return c, errors.Join(errs...)
+}
+
+// checkTokenFile refuses a token file that would lock every protected route
+// from the start: missing, unreadable, not a regular file, or blank.
+func checkTokenFile(path string) error {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return fmt.Errorf("token file %q: %w", path, errors.Unwrap(err))
+	}
+	if !fi.Mode().IsRegular() {
+		return fmt.Errorf("token file %q is not a regular file", path)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("token file %q cannot be read: %w", path, errors.Unwrap(err))
+	}
+	if len(strings.TrimSpace(string(data))) == 0 {
+		return fmt.Errorf("token file %q is empty", path)
+	}
+	return nil
+}
+
+// envWarning is a SANDBOX_* variable that is no setting, and the closest
+// setting's variable ("" when none is near).
+type envWarning struct{ name, suggestion string }
+
+// unknownEnv returns every SANDBOX_* variable of environ that is no setting,
+// with the closest setting's name when one is near. The
+// variables Kubernetes defines for a Service named sandbox-runtime
+// (SANDBOX_RUNTIME_SERVICE_HOST, SANDBOX_RUNTIME_PORT_8888_TCP, …) are not
+// settings and are not warned about.
+func unknownEnv(environ []string, settings []setting) []envWarning {
+	known := map[string]bool{}
+	for _, s := range settings {
+		known[s.env] = true
+	}
+	var out []envWarning
+	for _, kv := range environ {
+		name, _, _ := strings.Cut(kv, "=")
+		if !strings.HasPrefix(name, "SANDBOX_") || known[name] || serviceLink.MatchString(name) {
+			continue
+		}
+		best, bestD := "", 4 // suggest only close names: at most 3 edits
+		for _, s := range settings {
+			if d := editDistance(name, s.env); d < bestD {
+				best, bestD = s.env, d
+			}
+		}
+		out = append(out, envWarning{name, best})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
+	return out
+}
+
+// serviceLink matches the variables of Kubernetes' service links.
+var serviceLink = regexp.MustCompile(`^[A-Z0-9_]+_(SERVICE_HOST|SERVICE_PORT(_[A-Z0-9_]+)?|PORT|PORT_[0-9]+_(TCP|UDP|SCTP)(_PROTO|_PORT|_ADDR)?)$`)
+
+// editDistance is the Levenshtein distance of a and b.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
 }
 
 // runtimeConfig converts c into the Manager's configuration.

@@ -1,10 +1,18 @@
+//go:build linux
+
 package main
 
 import (
 	"bytes"
 	"errors"
 	"flag"
+	"go/ast"
+	"go/build"
+	"go/parser"
+	"go/token"
+	"go/types"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -21,7 +29,7 @@ func TestLoadConfigDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The defaults of CONTRACT §2 and §6.
+	// The defaults of protocol.md §2 and §6.
 	want := config{
 		Addr:              ":8888",
 		BaseDir:           base,
@@ -67,10 +75,13 @@ func TestLoadConfigBaseDirDefault(t *testing.T) {
 // default, for every setting.
 func TestLoadConfigPrecedence(t *testing.T) {
 	base, other := t.TempDir(), t.TempDir()
+	envToken, flagToken := other+"/env-token", base+"/flag-token"
+	os.WriteFile(envToken, []byte("e"), 0o600)
+	os.WriteFile(flagToken, []byte("f"), 0o600)
 	env := map[string]string{
 		"SANDBOX_RUNTIME_ADDR":               "127.0.0.1:1",
 		"SANDBOX_BASE_DIR":                   other,
-		"SANDBOX_RUNTIME_TOKEN_FILE":         "/env/token",
+		"SANDBOX_RUNTIME_TOKEN_FILE":         envToken,
 		"SANDBOX_MAX_RUNNING":                "3",
 		"SANDBOX_MAX_RETAINED":               "5",
 		"SANDBOX_OUTPUT_LIMIT_BYTES":         "100",
@@ -85,6 +96,7 @@ func TestLoadConfigPrecedence(t *testing.T) {
 		"SANDBOX_HEARTBEAT_SECONDS":          "0.25",
 		"SANDBOX_LOG_LEVEL":                  "warn",
 		"SANDBOX_ALLOWED_ORIGINS":            "HTTPS://UI.example:443/, http://127.0.0.1:3000",
+		"SANDBOX_LOG_FORMAT":                 "console",
 	}
 	// Environment only.
 	c, err := loadConfig(nil, envMap(env), &bytes.Buffer{})
@@ -92,11 +104,11 @@ func TestLoadConfigPrecedence(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := config{
-		Addr: "127.0.0.1:1", BaseDir: other, TokenFile: "/env/token",
+		Addr: "127.0.0.1:1", BaseDir: other, TokenFile: envToken,
 		MaxRunning: 3, MaxRetained: 5, OutputLimit: 100, ExecuteOutput: 200, MaxExecutions: 2, StdinLimit: 300,
 		ResultTTL: 1500 * time.Millisecond, DefaultTimeout: 7 * time.Second, MaxTimeout: 8 * time.Second,
 		KillGrace: 0, ShutdownTimeout: 9 * time.Second, HeartbeatInterval: 250 * time.Millisecond,
-		LogLevel: "warn", AllowedOrigins: "https://ui.example,http://127.0.0.1:3000",
+		LogLevel: "warn", LogFormat: "console", AllowedOrigins: "https://ui.example,http://127.0.0.1:3000",
 	}
 	if *c != want {
 		t.Errorf("from the environment:\n got %+v\nwant %+v", *c, want)
@@ -104,23 +116,23 @@ func TestLoadConfigPrecedence(t *testing.T) {
 
 	// Flags beat the environment.
 	args := []string{
-		"--addr", "127.0.0.1:2", "--base-dir", base, "--token-file=/flag/token",
+		"--addr", "127.0.0.1:2", "--base-dir", base, "--token-file=" + flagToken,
 		"--max-running=4", "--max-retained=6", "--output-limit-bytes=101",
 		"--execute-output-limit-bytes=201", "--max-executions=3", "--stdin-limit-bytes=301",
 		"--result-ttl-seconds=2", "--default-timeout-seconds=0.5", "--exec-timeout-seconds=10",
 		"--kill-grace-seconds=1", "--shutdown-timeout-seconds=3", "--heartbeat-seconds=4",
-		"--log-level=debug", "--allowed-origins=*",
+		"--log-level=debug", "--log-format=json", "--allowed-origins=*",
 	}
 	c, err = loadConfig(args, envMap(env), &bytes.Buffer{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	want = config{
-		Addr: "127.0.0.1:2", BaseDir: base, TokenFile: "/flag/token",
+		Addr: "127.0.0.1:2", BaseDir: base, TokenFile: flagToken,
 		MaxRunning: 4, MaxRetained: 6, OutputLimit: 101, ExecuteOutput: 201, MaxExecutions: 3, StdinLimit: 301,
 		ResultTTL: 2 * time.Second, DefaultTimeout: 500 * time.Millisecond, MaxTimeout: 10 * time.Second,
 		KillGrace: time.Second, ShutdownTimeout: 3 * time.Second, HeartbeatInterval: 4 * time.Second,
-		LogLevel: "debug", AllowedOrigins: "*",
+		LogLevel: "debug", LogFormat: "json", AllowedOrigins: "*",
 	}
 	if *c != want {
 		t.Errorf("flags over the environment:\n got %+v\nwant %+v", *c, want)
@@ -233,13 +245,179 @@ func TestLoadConfigHelpAndVersion(t *testing.T) {
 		if s.def != "" && !strings.Contains(help, `"`+s.def+`"`) {
 			t.Errorf("--help does not show the default %q of --%s", s.def, s.flag)
 		}
+		// Exactly one default per flag.
+		entry := helpEntry(t, help, s.flag)
+		if n := strings.Count(entry, "; default "); n != 1 {
+			t.Errorf("--%s shows %d defaults; want 1:\n%s", s.flag, n, entry)
+		}
+		if strings.Contains(entry, "`") {
+			t.Errorf("--%s: back quotes left in the help:\n%s", s.flag, entry)
+		}
 	}
 	c, err := loadConfig([]string{"--version", "--base-dir", t.TempDir()}, envMap(nil), &bytes.Buffer{})
 	if err != nil || !c.ShowVersion {
 		t.Errorf("--version: %+v, %v", c, err)
 	}
 	out.Reset()
-	if _, err := loadConfig([]string{"--bogus"}, envMap(nil), &out); err == nil || !strings.Contains(out.String(), "bogus") {
-		t.Errorf("unknown flag: %v, output %q", err, out.String())
+	if _, err := loadConfig([]string{"--bogus"}, envMap(nil), &out); err == nil || !strings.Contains(err.Error(), "bogus") || out.Len() != 0 {
+		t.Errorf("unknown flag: %v, output %q; want an error naming it and no output", err, out.String())
+	}
+}
+
+// helpEntry is the part of help that describes --flag.
+func helpEntry(t *testing.T, help, flag string) string {
+	t.Helper()
+	i := strings.Index(help, "  --"+flag+" ")
+	if i < 0 {
+		t.Fatalf("no entry for --%s in:\n%s", flag, help)
+	}
+	rest := help[i+2:]
+	if j := strings.Index(rest, "\n  --"); j >= 0 {
+		rest = rest[:j]
+	}
+	return rest
+}
+
+// TestHelpTypesEveryValue: a setting whose parser refuses free text must name
+// its type in --help (the first back-quoted word of its usage), and the
+// names shown are the ones a reader expects.
+func TestHelpTypesEveryValue(t *testing.T) {
+	var out bytes.Buffer
+	loadConfig([]string{"--help"}, envMap(nil), &out)
+	help := out.String()
+	for _, s := range (&config{}).settings() {
+		name, _ := valueName(s)
+		if err := s.set("not-a-value"); err != nil && name == "string" {
+			t.Errorf("--%s refuses free text but --help calls its value a string: put its type in back quotes in its usage", s.flag)
+		}
+		if !strings.Contains(help, "  --"+s.flag+" "+name+"\n") {
+			t.Errorf("--help does not show --%s %s", s.flag, name)
+		}
+	}
+	for flag, want := range map[string]string{"max-running": "count", "output-limit-bytes": "bytes", "kill-grace-seconds": "seconds", "addr": "address"} {
+		if !strings.Contains(help, "  --"+flag+" "+want+"\n") {
+			t.Errorf("--%s is not shown as %q:\n%s", flag, want, helpEntry(t, help, flag))
+		}
+	}
+}
+
+func TestUnknownEnvWarned(t *testing.T) {
+	settings := (&config{}).settings()
+	got := unknownEnv([]string{
+		"SANDBOX_MAX_RUNING=5",                     // a typo: suggest the setting
+		"SANDBOX_MAX_RUNNING=5",                    // a setting: silent
+		"SANDBOX_SOMETHING_ELSE_ENTIRELY=1",        // unknown, nothing close
+		"SANDBOX_RUNTIME_PORT_8888_TCP=tcp://x:88", // a Kubernetes service link: silent
+		"SANDBOX_RUNTIME_SERVICE_HOST=10.0.0.1",
+		"SANDBOX_RUNTIME_PORT=tcp://10.0.0.1:8888",
+		"PATH=/bin",
+		"sandbox_max_running=5", // not SANDBOX_: not ours
+	}, settings)
+	want := []envWarning{{"SANDBOX_MAX_RUNING", "SANDBOX_MAX_RUNNING"}, {"SANDBOX_SOMETHING_ELSE_ENTIRELY", ""}}
+	if len(got) != len(want) {
+		t.Fatalf("got %v; want %v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("got %v; want %v", got[i], want[i])
+		}
+	}
+	if got := unknownEnv([]string{"SANDBOX_LOG_LEVLE=debug", "SANDBOX_BASEDIR=/x"}, settings); len(got) != 2 ||
+		got[0].suggestion != "SANDBOX_BASE_DIR" || got[1].suggestion != "SANDBOX_LOG_LEVEL" {
+		t.Errorf("suggestions: %v", got)
+	}
+}
+
+func TestTokenFileCheckedAtStart(t *testing.T) {
+	base := t.TempDir()
+	dir := t.TempDir()
+	empty := dir + "/empty"
+	os.WriteFile(empty, []byte(" \n\t\n"), 0o600)
+	good := dir + "/good"
+	os.WriteFile(good, []byte("s3cret\n"), 0o600)
+	unreadable := dir + "/unreadable"
+	os.WriteFile(unreadable, []byte("s3cret"), 0o000)
+	cases := []struct {
+		file, want string
+	}{
+		{dir + "/missing", "no such file"},
+		{empty, "is empty"},
+		{dir, "not a regular file"},
+	}
+	if os.Geteuid() != 0 { // root reads a mode-0 file
+		cases = append(cases, struct{ file, want string }{unreadable, "permission denied"})
+	}
+	for _, c := range cases {
+		_, err := loadConfig(nil, envMap(map[string]string{"SANDBOX_BASE_DIR": base, "SANDBOX_RUNTIME_TOKEN_FILE": c.file}), &bytes.Buffer{})
+		if err == nil || !strings.Contains(err.Error(), c.file) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("token file %s: %v; want an error naming the file and saying %q", c.file, err, c.want)
+		}
+	}
+	if c, err := loadConfig([]string{"--token-file", good}, envMap(map[string]string{"SANDBOX_BASE_DIR": base}), &bytes.Buffer{}); err != nil || c.TokenFile != good {
+		t.Errorf("good token file: %v", err)
+	}
+}
+
+func TestLogFormat(t *testing.T) {
+	base := t.TempDir()
+	for _, f := range []string{"console", "json", ""} {
+		c, err := loadConfig([]string{"--log-format=" + f}, envMap(map[string]string{"SANDBOX_BASE_DIR": base}), &bytes.Buffer{})
+		if err != nil || c.LogFormat != f {
+			t.Errorf("--log-format=%q: %v", f, err)
+		}
+	}
+	if _, err := loadConfig(nil, envMap(map[string]string{"SANDBOX_BASE_DIR": base, "SANDBOX_LOG_FORMAT": "xml"}), &bytes.Buffer{}); err == nil || !strings.Contains(err.Error(), "xml") {
+		t.Errorf("SANDBOX_LOG_FORMAT=xml: %v", err)
+	}
+	// Not a terminal: JSON. (A pipe is never a terminal.)
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	if got := logFormat("", w); got != "json" {
+		t.Errorf("default on a pipe: %q; want json", got)
+	}
+	if got := logFormat("console", w); got != "console" {
+		t.Errorf("explicit console on a pipe: %q", got)
+	}
+	var buf bytes.Buffer
+	log, err := newLogger("info", "console", &buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log.Info("hello")
+	if strings.HasPrefix(buf.String(), "{") || !strings.Contains(buf.String(), "INFO\thello") {
+		t.Errorf("console line: %q", buf.String())
+	}
+}
+
+// TestNonLinuxBuildFailsClearly: on any other system the daemon's package is
+// unsupported.go alone, so `go build` fails with its one message instead of
+// an error deep in a dependency (syscall.SIGPWR is undefined on macOS).
+func TestNonLinuxBuildFailsClearly(t *testing.T) {
+	for _, goos := range []string{"darwin", "windows", "freebsd"} {
+		ctx := build.Default
+		ctx.GOOS, ctx.GOARCH, ctx.CgoEnabled = goos, "amd64", false
+		pkg, err := ctx.ImportDir(".", 0)
+		if err != nil {
+			t.Fatalf("%s: %v", goos, err)
+		}
+		if !slices.Equal(pkg.GoFiles, []string{"unsupported.go"}) || len(pkg.Imports) != 0 {
+			t.Errorf("GOOS=%s builds %v (imports %v); want only unsupported.go, importing nothing: give new files a linux build constraint", goos, pkg.GoFiles, pkg.Imports)
+		}
+	}
+	// And that file's one error names the problem.
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, "unsupported.go", nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var msgs []string
+	conf := types.Config{Error: func(err error) { msgs = append(msgs, err.Error()) }}
+	conf.Check("main", fset, []*ast.File{f}, nil)
+	if len(msgs) != 1 || !strings.Contains(msgs[0], "undefined: sandbox_runtime_builds_only_for_linux") {
+		t.Errorf("type errors %q; want the one that says the daemon builds only for Linux", msgs)
 	}
 }

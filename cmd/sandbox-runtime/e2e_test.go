@@ -1,3 +1,5 @@
+//go:build linux
+
 package main
 
 // End-to-end tests: the real binary, started as a child process on
@@ -14,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -310,7 +313,7 @@ type apiError struct {
 	} `json:"error"`
 }
 
-// event is one line of the event stream (CONTRACT §4).
+// event is one line of the event stream (protocol.md §4).
 type event struct {
 	Type         string  `json:"type"`
 	Stream       string  `json:"stream"`
@@ -1281,14 +1284,9 @@ func runBinary(t *testing.T, env []string, args ...string) (int, string, string)
 	return cmd.ProcessState.ExitCode(), stdout.String(), stderr.String()
 }
 
-// contractVariables are the variables CONTRACT.md §2, §5 and §6 name.
-var contractVariables = []string{
-	"SANDBOX_RUNTIME_ADDR", "SANDBOX_BASE_DIR", "SANDBOX_RUNTIME_TOKEN_FILE",
-	"SANDBOX_MAX_RUNNING", "SANDBOX_MAX_RETAINED", "SANDBOX_OUTPUT_LIMIT_BYTES",
-	"SANDBOX_RESULT_TTL_SECONDS", "SANDBOX_DEFAULT_TIMEOUT_SECONDS",
-	"SANDBOX_EXEC_TIMEOUT_SECONDS", "SANDBOX_KILL_GRACE_SECONDS",
-	"SANDBOX_EXECUTE_OUTPUT_LIMIT_BYTES",
-}
+// protocolFile is the protocol document; every SANDBOX_ variable it names
+// must be a flag of --help.
+const protocolFile = "../../docs/protocol.md"
 
 func TestE2EHelpListsEveryVariable(t *testing.T) {
 	t.Parallel()
@@ -1296,13 +1294,17 @@ func TestE2EHelpListsEveryVariable(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("--help exited %d", code)
 	}
-	help := stdout + stderr
-	names := slices.Clone(contractVariables)
-	// The contract itself, when it is beside the repository (as in CI).
-	if b, err := os.ReadFile("../../../shared/CONTRACT.md"); err == nil {
-		names = append(names, regexp.MustCompile(`SANDBOX_[A-Z0-9_]+`).FindAllString(string(b), -1)...)
-	} else {
-		t.Logf("CONTRACT.md not found beside the repository (%v); using the built-in list", err)
+	if stderr != "" {
+		t.Errorf("--help wrote to stderr: %q", stderr)
+	}
+	help := stdout // `sandbox-runtime --help | less` must work
+	b, err := os.ReadFile(protocolFile)
+	if err != nil {
+		t.Fatalf("the protocol document is part of the repository: %v", err)
+	}
+	names := regexp.MustCompile(`SANDBOX_[A-Z0-9_]+`).FindAllString(string(b), -1)
+	if len(names) < 10 {
+		t.Fatalf("%s names only %d SANDBOX_ variables", protocolFile, len(names))
 	}
 	for _, s := range (&config{}).settings() {
 		names = append(names, s.env)
@@ -1349,6 +1351,8 @@ func TestE2EBadConfigRefused(t *testing.T) {
 		{"two errors at once", []string{"SANDBOX_MAX_RUNNING=x", "SANDBOX_EXEC_TIMEOUT_SECONDS=y"}, nil,
 			[]string{"SANDBOX_MAX_RUNNING", "SANDBOX_EXEC_TIMEOUT_SECONDS"}},
 		{"unknown flag", nil, []string{"--no-such-flag"}, []string{"no-such-flag"}},
+		{"missing token file", []string{"SANDBOX_RUNTIME_TOKEN_FILE=/nonexistent/e2e-token"}, nil, []string{`token file "/nonexistent/e2e-token"`, "no such file"}},
+		{"bad log format", nil, []string{"--log-format=xml"}, []string{`"xml"`}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -1365,6 +1369,115 @@ func TestE2EBadConfigRefused(t *testing.T) {
 			if strings.Contains(stderr, `"listening"`) || stdout != "" {
 				t.Errorf("a refused configuration started anyway or printed to stdout: %s %s", stdout, stderr)
 			}
+			checkPlainLine(t, stderr)
 		})
 	}
+}
+
+// checkPlainLine: a start-up failure is one plain line on stderr, never JSON.
+func checkPlainLine(t *testing.T, stderr string) {
+	t.Helper()
+	if strings.Count(stderr, "\n") != 1 || !strings.HasSuffix(stderr, "\n") || !strings.HasPrefix(stderr, "sandbox-runtime: ") || strings.Contains(stderr, "{") {
+		t.Errorf("stderr is not one plain line starting %q: %q", "sandbox-runtime: ", stderr)
+	}
+}
+
+// TestE2EStartupFailures: what stops the daemon before it serves exits 2 with
+// one plain line naming the problem: an address in use, a token file that is
+// empty or unreadable.
+func TestE2EStartupFailures(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	dir := t.TempDir()
+	empty := filepath.Join(dir, "empty-token")
+	os.WriteFile(empty, []byte("\n  \n"), 0o600)
+	cases := []struct {
+		name string
+		env  []string
+		want []string
+	}{
+		{"address in use", []string{"SANDBOX_RUNTIME_ADDR=" + ln.Addr().String()}, []string{ln.Addr().String(), "address already in use"}},
+		{"address without a port", []string{"SANDBOX_RUNTIME_ADDR=nonsense"}, []string{"SANDBOX_RUNTIME_ADDR", "missing port"}},
+		{"empty token file", []string{"SANDBOX_RUNTIME_ADDR=127.0.0.1:0", "SANDBOX_RUNTIME_TOKEN_FILE=" + empty}, []string{empty, "is empty"}},
+		{"token file is a directory", []string{"SANDBOX_RUNTIME_ADDR=127.0.0.1:0", "SANDBOX_RUNTIME_TOKEN_FILE=" + dir}, []string{dir, "not a regular file"}},
+	}
+	for _, c := range cases {
+		code, stdout, stderr := runBinary(t, c.env)
+		if code != 2 || stdout != "" {
+			t.Errorf("%s: exit %d, stdout %q; want 2 and nothing; stderr %q", c.name, code, stdout, stderr)
+		}
+		for _, w := range c.want {
+			if !strings.Contains(stderr, w) {
+				t.Errorf("%s: stderr does not say %q: %q", c.name, w, stderr)
+			}
+		}
+		checkPlainLine(t, stderr)
+	}
+}
+
+// TestE2EUnknownVariableWarned: a mistyped SANDBOX_ variable is named in a
+// warning with the setting it was probably meant to be; the daemon runs.
+func TestE2EUnknownVariableWarned(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, "SANDBOX_MAX_RUNING=5", "SANDBOX_RUNTIME_SERVICE_HOST=10.0.0.1")
+	line, ok := d.waitLog(10*time.Second, func(m map[string]any) bool { return m["variable"] == "SANDBOX_MAX_RUNING" })
+	if !ok {
+		t.Fatalf("no warning naming SANDBOX_MAX_RUNING:\n%s", d.logs())
+	}
+	if line["level"] != "warn" || line["did_you_mean"] != "SANDBOX_MAX_RUNNING" {
+		t.Errorf("warning %v; want level warn, did_you_mean SANDBOX_MAX_RUNNING", line)
+	}
+	if strings.Contains(d.logs(), "SANDBOX_RUNTIME_SERVICE_HOST") {
+		t.Errorf("a Kubernetes service-link variable was warned about:\n%s", d.logs())
+	}
+}
+
+// TestE2ELogFormatOnTerminal: with stderr on a terminal the default log is
+// console text, not JSON (a pipe, as in every other e2e test, gives JSON).
+// script(1) gives the daemon a pseudo-terminal.
+func TestE2ELogFormatOnTerminal(t *testing.T) {
+	t.Parallel()
+	scriptBin, err := exec.LookPath("script")
+	if err != nil {
+		t.Skip("script(1) from util-linux is not installed: no way to give the daemon a terminal")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, scriptBin, "-qfec", binPath, "/dev/null")
+	cmd.Env = append(cleanEnv(), "SANDBOX_RUNTIME_ADDR=127.0.0.1:0", "SANDBOX_BASE_DIR="+t.TempDir())
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Wait()
+	pidRe := regexp.MustCompile(`"pid": (\d+)`)
+	sc := bufio.NewScanner(out)
+	var pid int
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.Contains(line, "listening") {
+			continue
+		}
+		if strings.HasPrefix(strings.TrimSpace(line), "{") || !strings.Contains(line, "INFO") {
+			t.Errorf("the log on a terminal is not console text: %q", line)
+		}
+		if m := pidRe.FindStringSubmatch(line); m != nil {
+			pid, _ = strconv.Atoi(m[1])
+		}
+		break
+	}
+	if pid <= 0 {
+		t.Fatalf("no listening line with the daemon's pid (scan: %v)", sc.Err())
+	}
+	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil { // the daemon we started, by its pid
+		t.Fatal(err)
+	}
+	go io.Copy(io.Discard, out)
 }

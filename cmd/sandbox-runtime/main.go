@@ -1,6 +1,8 @@
+//go:build linux
+
 // Command sandbox-runtime is the daemon that runs inside every agent sandbox
 // pod and executes commands for the clients behind the identity broker
-// (CONTRACT.md). It serves the v1 API, the legacy API, files, health and
+// (docs/protocol.md). It serves the v1 API, the legacy API, files, health and
 // metrics on one port, reaps every child as PID 1 or as a child subreaper,
 // and shuts down gracefully on SIGTERM/SIGINT. Every other signal is logged
 // and otherwise ignored (signals.go).
@@ -24,6 +26,11 @@
 //	--heartbeat-seconds           SANDBOX_HEARTBEAT_SECONDS           10
 //	--allowed-origins             SANDBOX_ALLOWED_ORIGINS             none (only the daemon's own host)
 //	--log-level                   SANDBOX_LOG_LEVEL                   info
+//	--log-format                  SANDBOX_LOG_FORMAT                  console on a terminal, else json
+//
+// Every start-up failure (a bad value, the address in use, an unusable token
+// file) exits 2 with one plain line on stderr, before anything is logged.
+// Unknown SANDBOX_ variables are logged as warnings.
 //
 // No other package reads the environment.
 package main
@@ -38,11 +45,13 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
+	"golang.org/x/term"
 
 	"github.com/sandbox-runtime/sandbox-runtime/api"
 	"github.com/sandbox-runtime/sandbox-runtime/procgroup"
@@ -53,28 +62,39 @@ import (
 var version = "dev"
 
 func main() {
-	cfg, err := loadConfig(os.Args[1:], os.Getenv, os.Stderr)
+	cfg, err := loadConfig(os.Args[1:], os.Getenv, os.Stdout)
 	if errors.Is(err, flag.ErrHelp) {
 		os.Exit(0)
 	}
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "sandbox-runtime:", err)
-		os.Exit(2)
+		startupFailed(err)
 	}
 	if cfg.ShowVersion {
 		fmt.Println("sandbox-runtime", version)
 		return
 	}
-	log, err := newLogger(cfg.LogLevel, os.Stderr)
+	// Bind before the first log line: an address in use is a configuration
+	// problem, answered like the others (exit 2, one plain line).
+	if cfg.listener, err = net.Listen("tcp", cfg.Addr); err != nil {
+		startupFailed(fmt.Errorf("listen address %s (SANDBOX_RUNTIME_ADDR): %w", cfg.Addr, errors.Unwrap(err)))
+	}
+	log, err := newLogger(cfg.LogLevel, logFormat(cfg.LogFormat, os.Stderr), os.Stderr)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "sandbox-runtime:", err)
-		os.Exit(2)
+		startupFailed(err)
+	}
+	for _, w := range unknownEnv(os.Environ(), cfg.settings()) {
+		log.Warn("unknown SANDBOX_ variable ignored", zap.String("variable", w.name), zap.String("did_you_mean", w.suggestion))
 	}
 	defer catchStraySignals(log)() // every other signal a command can send is logged, never fatal
 	raiseFDLimit(log)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	if err := run(ctx, stop, cfg, log, nil); err != nil {
+		var se *startError
+		if errors.As(err, &se) {
+			log.Sync()
+			startupFailed(se.err)
+		}
 		log.Error("exiting", zap.Error(err))
 		log.Sync()
 		os.Exit(1)
@@ -82,7 +102,32 @@ func main() {
 	log.Sync()
 }
 
-func newLogger(level string, w io.Writer) (*zap.Logger, error) {
+// startupFailed ends the process before it served anything: one plain line
+// on stderr, exit code 2 (as for a bad flag).
+func startupFailed(err error) {
+	fmt.Fprintln(os.Stderr, "sandbox-runtime:", strings.ReplaceAll(err.Error(), "\n", "; "))
+	os.Exit(2)
+}
+
+// startError is a failure of run before it serves: main exits 2 on it.
+type startError struct{ err error }
+
+func (e *startError) Error() string { return e.err.Error() }
+func (e *startError) Unwrap() error { return e.err }
+
+// logFormat resolves the --log-format default: console when w is a
+// terminal (a person is reading), JSON otherwise (a collector is).
+func logFormat(format string, w *os.File) string {
+	if format != "" {
+		return format
+	}
+	if term.IsTerminal(int(w.Fd())) {
+		return "console"
+	}
+	return "json"
+}
+
+func newLogger(level, format string, w io.Writer) (*zap.Logger, error) {
 	lvl, err := zapcore.ParseLevel(level)
 	if err != nil {
 		return nil, err
@@ -90,7 +135,13 @@ func newLogger(level string, w io.Writer) (*zap.Logger, error) {
 	enc := zap.NewProductionEncoderConfig()
 	enc.TimeKey = "ts"
 	enc.EncodeTime = zapcore.RFC3339NanoTimeEncoder
-	core := zapcore.NewCore(zapcore.NewJSONEncoder(enc), zapcore.Lock(zapcore.AddSync(w)), lvl)
+	encoder := zapcore.NewJSONEncoder(enc)
+	if format == "console" {
+		enc.EncodeTime = zapcore.TimeEncoderOfLayout("15:04:05.000")
+		enc.EncodeLevel = zapcore.CapitalLevelEncoder
+		encoder = zapcore.NewConsoleEncoder(enc)
+	}
+	core := zapcore.NewCore(encoder, zapcore.Lock(zapcore.AddSync(w)), lvl)
 	return zap.New(core), nil
 }
 
@@ -103,7 +154,7 @@ func newLogger(level string, w io.Writer) (*zap.Logger, error) {
 func run(ctx context.Context, stopSignals func(), cfg *config, log *zap.Logger, ready chan<- net.Addr) error {
 	reaper, err := procgroup.NewReaper(log.Named("reaper"))
 	if err != nil {
-		return fmt.Errorf("starting the reaper: %w", err)
+		return &startError{fmt.Errorf("starting the reaper: %w", err)}
 	}
 	defer reaper.Close()
 	iso := isolate(reaper, cfg, log)
@@ -114,7 +165,7 @@ func run(ctx context.Context, stopSignals func(), cfg *config, log *zap.Logger, 
 	rc.Observer = metrics
 	m, err := runtime.New(rc, reaper)
 	if err != nil {
-		return err
+		return &startError{err}
 	}
 	defer m.Close()
 	metrics.Bind(m, reaper.OrphansReaped)
@@ -131,9 +182,11 @@ func run(ctx context.Context, stopSignals func(), cfg *config, log *zap.Logger, 
 		Isolation:       iso,
 		ReservedThreads: procgroup.DefaultReservedThreads,
 	})
-	ln, err := net.Listen("tcp", cfg.Addr)
-	if err != nil {
-		return err
+	ln := cfg.listener
+	if ln == nil {
+		if ln, err = net.Listen("tcp", cfg.Addr); err != nil {
+			return &startError{fmt.Errorf("listen address %s (SANDBOX_RUNTIME_ADDR): %w", cfg.Addr, err)}
+		}
 	}
 	hs := &http.Server{
 		Handler:           srv.Handler(),
