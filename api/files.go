@@ -41,6 +41,17 @@ import (
 //   - DELETE removes the name itself (a symlink, not its target). The base
 //     dir cannot be deleted (400).
 
+// filesHandler is the /v1/files route's handler (methods, token), for the
+// middleware to call with paths ServeMux would not take.
+func (s *Server) filesHandler() http.Handler {
+	for _, r := range s.routes {
+		if r.pattern == "/v1/files/{path...}" {
+			return s.methodHandler(r)
+		}
+	}
+	panic("no /v1/files route")
+}
+
 // defaultFileMode is the mode of a file created by PUT without ?mode=.
 const defaultFileMode = 0o644
 
