@@ -87,8 +87,12 @@ func MkdirAll(r *os.Root, dir string, perm fs.FileMode) (created []string, err e
 			creating = true
 		}
 		if err := r.Mkdir(p, perm); err != nil {
-			if fi, serr := r.Stat(p); serr == nil && fi.IsDir() {
+			fi, serr := r.Stat(p)
+			switch {
+			case serr == nil && fi.IsDir():
 				continue
+			case IsEscape(serr):
+				return created, serr // it is there, as a symlink leading out
 			}
 			return created, &fs.PathError{Op: "mkdir", Path: p, Err: underlying(err)}
 		}
