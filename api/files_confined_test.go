@@ -354,3 +354,59 @@ func TestFilesRealFilesystemErrors(t *testing.T) {
 		t.Errorf("GET on a read-only mount: %d %q", status, body)
 	}
 }
+
+// TestFilesEMFILE: with the descriptor table full, file requests answer
+// 503 resource_exhausted (not 500), and work again once descriptors free
+// up. The table is "full" by lowering RLIMIT_NOFILE to the lowest free
+// descriptor number for the duration of two requests on an already open
+// keep-alive connection (this test is not parallel: nothing else runs).
+func TestFilesEMFILE(t *testing.T) {
+	ts := newTestServer(t, nil)
+	if err := os.WriteFile(filepath.Join(ts.BaseDir, "f"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1}}
+	defer client.CloseIdleConnections()
+	do := func(method, path string) (int, []byte) {
+		t.Helper()
+		req, _ := http.NewRequest(method, ts.URL+path, strings.NewReader("data"))
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatalf("%s %s: %v", method, path, err)
+		}
+		defer resp.Body.Close()
+		var buf bytes.Buffer
+		buf.ReadFrom(resp.Body)
+		return resp.StatusCode, buf.Bytes()
+	}
+	if status, body := do("GET", "/v1/files/f"); status != 200 {
+		t.Fatalf("warm-up GET: %d %s", status, body)
+	}
+	var old syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &old); err != nil {
+		t.Fatal(err)
+	}
+	probe, err := syscall.Open("/dev/null", syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	syscall.Close(probe)
+	full := old
+	full.Cur = uint64(probe)
+	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &full); err != nil {
+		t.Fatal(err)
+	}
+	getStatus, getBody := do("GET", "/v1/files/f")
+	putStatus, putBody := do("PUT", "/v1/files/g")
+	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &old); err != nil {
+		t.Fatal(err)
+	}
+	wantErrorCode(t, "GET with no descriptor left", getStatus, getBody, http.StatusServiceUnavailable, "resource_exhausted")
+	wantErrorCode(t, "PUT with no descriptor left", putStatus, putBody, http.StatusServiceUnavailable, "resource_exhausted")
+	if status, body := do("GET", "/v1/files/f"); status != 200 || string(body) != "x" {
+		t.Errorf("GET after the limit is back: %d %s", status, body)
+	}
+	if got := treeOf(t, ts.BaseDir); strings.Join(got, " ") != "f" {
+		t.Errorf("tree after the refused PUT: %q", got)
+	}
+}
