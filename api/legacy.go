@@ -928,14 +928,14 @@ func placeUpload(root *os.Root, tmp, rel, full string) error {
 		if err == nil {
 			return nil
 		}
-		if errnoOf(err) != syscall.EXDEV {
-			return &os.PathError{Op: "open", Path: full, Err: errnoOrErr(err)}
+		if errnoOf(err) != syscall.EXDEV || fsroot.IsEscape(err) {
+			return &os.PathError{Op: "open", Path: full, Err: rootErrno(err)}
 		}
 	}
 	// O_NONBLOCK: a FIFO without a reader fails (ENXIO) instead of hanging.
 	dst, err := root.OpenFile(target, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|syscall.O_NONBLOCK, 0o666)
 	if err != nil {
-		return &os.PathError{Op: "open", Path: full, Err: errnoOrErr(err)}
+		return &os.PathError{Op: "open", Path: full, Err: rootErrno(err)}
 	}
 	src, err := root.Open(tmp)
 	if err != nil {
@@ -962,11 +962,17 @@ func absPathError(err error, base string) error {
 	if !errors.As(err, &pe) {
 		return err
 	}
-	e := errnoOrErr(pe.Err)
+	return &os.PathError{Op: pe.Op, Path: pyJoin(base, pe.Path), Err: rootErrno(err)}
+}
+
+// rootErrno is the errno of an os.Root error; its refusal of an escaping
+// path (a swap under a race) reads as EXDEV, which openat2 with
+// RESOLVE_BENEATH gives for it.
+func rootErrno(err error) error {
 	if fsroot.IsEscape(err) {
-		e = syscall.EXDEV
+		return syscall.EXDEV
 	}
-	return &os.PathError{Op: pe.Op, Path: pyJoin(base, pe.Path), Err: e}
+	return errnoOrErr(err)
 }
 
 func errnoOrErr(err error) error {

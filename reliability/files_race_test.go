@@ -17,6 +17,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -176,16 +177,28 @@ func noOutsideName(code int, body []byte) string {
 	return ""
 }
 
+// bodySamples keeps the first body of each status of the running
+// operation, for the log (which refusal the race produced).
+var bodySamples sync.Map
+
+func sampleBody(code int, body []byte) {
+	if code >= 300 {
+		bodySamples.LoadOrStore(code, truncate(string(body), 160))
+	}
+}
+
 func swapOps() []swapOp {
 	put := func(path func(i int) string) func(*daemon, int) (int, string, error) {
 		return func(d *daemon, i int) (int, string, error) {
-			code, _, _, err := d.call("PUT", path(i), []byte("written-"+fmt.Sprint(i)))
+			code, body, _, err := d.call("PUT", path(i), []byte("written-"+fmt.Sprint(i)))
+			sampleBody(code, body)
 			return code, "", err
 		}
 	}
 	del := func(path func(i int) string) func(*daemon, int) (int, string, error) {
 		return func(d *daemon, i int) (int, string, error) {
-			code, _, _, err := d.call("DELETE", path(i), nil)
+			code, body, _, err := d.call("DELETE", path(i), nil)
+			sampleBody(code, body)
 			return code, "", err
 		}
 	}
@@ -258,7 +271,7 @@ func TestFilesSwapRace(t *testing.T) {
 	before := snapshot(t, st.outside)
 	d := startDaemon(t, daemonConfig{env: map[string]string{"SANDBOX_BASE_DIR": st.base}})
 
-	breaches := 0
+	base := d.baseline()
 	for _, op := range swapOps() {
 		stop := make(chan struct{})
 		swaps := swapper(t, st, stop)
@@ -301,6 +314,11 @@ func TestFilesSwapRace(t *testing.T) {
 			codes = append(codes, fmt.Sprintf("%d×%d", c, k))
 		}
 		sort.Strings(codes)
+		bodySamples.Range(func(k, v any) bool {
+			t.Logf("%s: a %d answer: %s", op.name, k, v)
+			bodySamples.Delete(k)
+			return true
+		})
 		figure(t, "%s under the swap race: %d requests, %d swaps, statuses %s, %d breaches", op.name, n, nswaps, strings.Join(codes, " "), opBreaches)
 		if transport > 0 {
 			t.Errorf("%s: %d requests failed at the transport level", op.name, transport)
@@ -311,10 +329,17 @@ func TestFilesSwapRace(t *testing.T) {
 		if statuses[500] > 0 && !strings.HasPrefix(op.name, "POST /upload") {
 			t.Errorf("%s: %d answers were 500", op.name, statuses[500])
 		}
-		breaches += opBreaches
 		if !d.alive() {
 			t.Fatalf("the daemon died during %s", op.name)
 		}
+	}
+
+	// Every request opened the base dir (and maybe a parent) as a handle:
+	// none of them may stay open.
+	if r, ok := d.settle(base, 2, 10*time.Second); !ok {
+		t.Errorf("after the race the daemon holds %d fds and %d goroutines; at idle before %d and %d", r.fds, r.goroutines, base.fds, base.goroutines)
+	} else {
+		figure(t, "fds after the race: %d (idle before: %d)", r.fds, base.fds)
 	}
 
 	after := snapshot(t, st.outside)
