@@ -425,9 +425,11 @@ func (s *Server) deleteFile(w http.ResponseWriter, r *http.Request) {
 		fail(w, s.fileError(err, rel))
 		return
 	}
-	if fi.IsDir() && isMountPoint(dir, fi) {
-		fail(w, &httpError{kind: errBusy, msg: fmt.Sprintf("%q is a mount point", rel)})
-		return
+	if fi.IsDir() {
+		if m := mountBelow(dir, fi, pyJoin(in.full, name), recursive); m != "" {
+			fail(w, &httpError{kind: errBusy, msg: fmt.Sprintf("%q %s; nothing was removed", rel, m)})
+			return
+		}
 	}
 	switch {
 	case fi.IsDir() && recursive:
@@ -452,16 +454,66 @@ func (s *Server) deleteFile(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
-// isMountPoint reports whether the directory fi (an entry of dir) is on
-// another device than dir: a file system mounted there, which neither a
-// delete nor a recursive one may empty (bind mounts of the same file system
-// are not detected; their removal fails with EBUSY → 409).
-func isMountPoint(dir *os.Root, fi fs.FileInfo) bool {
-	pfi, err := dir.Stat(".")
-	if err != nil {
-		return false
+// mountBelow says why the directory fi (the entry at absolute path full of
+// the open directory dir) must not be removed: it is a mount point (another
+// device than dir, or listed in /proc/self/mountinfo, which also finds bind
+// mounts of the same file system), or, when recursive, a file system is
+// mounted somewhere below it, whose content a recursive removal would
+// delete. "" means neither. The mount table is read by its fixed path; it
+// only refuses, it never chooses what is removed.
+func mountBelow(dir *os.Root, fi fs.FileInfo, full string, recursive bool) string {
+	if pfi, err := dir.Stat("."); err == nil {
+		a, ok1 := fi.Sys().(*syscall.Stat_t)
+		b, ok2 := pfi.Sys().(*syscall.Stat_t)
+		if ok1 && ok2 && a.Dev != b.Dev {
+			return "is a mount point"
+		}
 	}
-	a, ok1 := fi.Sys().(*syscall.Stat_t)
-	b, ok2 := pfi.Sys().(*syscall.Stat_t)
-	return ok1 && ok2 && a.Dev != b.Dev
+	for _, m := range mountPoints() {
+		switch {
+		case m == full:
+			return "is a mount point"
+		case recursive && strings.HasPrefix(m, full+"/"):
+			return fmt.Sprintf("has a file system mounted below it (%s)", m[len(full)+1:])
+		}
+	}
+	return ""
+}
+
+// mountPoints lists the mount points of /proc/self/mountinfo (field 5,
+// octal escapes undone); nil when it cannot be read.
+func mountPoints() []string {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 5 {
+			continue
+		}
+		out = append(out, unescapeMountinfo(f[4]))
+	}
+	return out
+}
+
+// unescapeMountinfo undoes the kernel's \ooo escapes (space, tab, newline,
+// backslash) of a mountinfo path.
+func unescapeMountinfo(p string) string {
+	if !strings.Contains(p, "\\") {
+		return p
+	}
+	var sb strings.Builder
+	for i := 0; i < len(p); i++ {
+		if p[i] == '\\' && i+4 <= len(p) {
+			if v, err := strconv.ParseUint(p[i+1:i+4], 8, 8); err == nil {
+				sb.WriteByte(byte(v))
+				i += 3
+				continue
+			}
+		}
+		sb.WriteByte(p[i])
+	}
+	return sb.String()
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"net/http"
 	"os"
@@ -300,12 +301,13 @@ func TestFilesRealFilesystemErrors(t *testing.T) {
 	ts := newTestServer(t, nil)
 	small := filepath.Join(ts.BaseDir, "small")
 	mountTmpfs(t, small, 64<<10, "")
-	big := strings.NewReader(strings.Repeat("x", 1<<20))
+	// A new reader each time: the answer may come before the body is sent
+	// whole, while the transport still reads it.
+	big := func() io.Reader { return strings.NewReader(strings.Repeat("x", 1<<20)) }
 
-	status, _, body := fileReq(t, "PUT", ts.URL+"/v1/files/small/big", big)
+	status, _, body := fileReq(t, "PUT", ts.URL+"/v1/files/small/big", big())
 	wantErrorCode(t, "PUT 1 MiB onto a 64 KiB tmpfs", status, body, http.StatusInsufficientStorage, "insufficient_storage")
-	big.Seek(0, 0)
-	status, _, body = fileReq(t, "PUT", ts.URL+"/v1/files/small/new/deeper/big", big)
+	status, _, body = fileReq(t, "PUT", ts.URL+"/v1/files/small/new/deeper/big", big())
 	wantErrorCode(t, "PUT 1 MiB into new parents", status, body, http.StatusInsufficientStorage, "insufficient_storage")
 	if got := treeOf(t, small); len(got) != 0 {
 		t.Errorf("after the failed PUTs the tmpfs holds %q; want nothing (no temp file, no parent)", got)
@@ -408,5 +410,56 @@ func TestFilesEMFILE(t *testing.T) {
 	}
 	if got := treeOf(t, ts.BaseDir); strings.Join(got, " ") != "f" {
 		t.Errorf("tree after the refused PUT: %q", got)
+	}
+}
+
+// TestFilesDeleteMounts: a DELETE never empties a mounted file system: a
+// bind mount of the same file system (same device) is refused like any
+// mount point, and a recursive DELETE of a directory with a mount below it
+// is refused before anything is removed.
+func TestFilesDeleteMounts(t *testing.T) {
+	ts := newTestServer(t, nil)
+	if os.Geteuid() != 0 {
+		t.Skip("bind mounts need root")
+	}
+	src := t.TempDir()
+	if err := os.WriteFile(filepath.Join(src, "precious"), []byte("p"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bm := filepath.Join(ts.BaseDir, "bm")
+	if err := os.Mkdir(bm, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mount(src, bm, "", syscall.MS_BIND, ""); err != nil {
+		if errors.Is(err, syscall.EPERM) {
+			t.Skipf("bind mounts need CAP_SYS_ADMIN: %v", err)
+		}
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { syscall.Unmount(bm, syscall.MNT_DETACH) })
+	for _, q := range []string{"", "?recursive=true"} {
+		status, _, body := fileReq(t, "DELETE", ts.URL+"/v1/files/bm"+q, nil)
+		wantErrorCode(t, "DELETE of a bind mount"+q, status, body, http.StatusConflict, "busy")
+	}
+	if _, err := os.Stat(filepath.Join(src, "precious")); err != nil {
+		t.Errorf("the bind-mounted content is gone: %v", err)
+	}
+
+	d := filepath.Join(ts.BaseDir, "d")
+	if err := os.MkdirAll(filepath.Join(d, "a"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(d, "a", "own"), []byte("o"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sub := filepath.Join(d, "z", "sub")
+	mountTmpfs(t, sub, 1<<20, "")
+	if err := os.WriteFile(filepath.Join(sub, "precious"), []byte("p"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	status, _, body := fileReq(t, "DELETE", ts.URL+"/v1/files/d?recursive=true", nil)
+	wantErrorCode(t, "recursive DELETE above a mount", status, body, http.StatusConflict, "busy")
+	if got := treeOf(t, d); strings.Join(got, " ") != "a/ a/own z/ z/sub/ z/sub/precious" {
+		t.Errorf("after the refused recursive DELETE: %q; want everything kept", got)
 	}
 }
