@@ -33,13 +33,19 @@ import (
 //     "mode" is the permission bits in octal ("0644").
 //   - PUT has no size limit but the disk; the body is streamed to a
 //     temporary file in the target's directory and renamed over the target,
-//     so readers see the old or the new content, never a mix. There is no
-//     fsync: atomic, not durable across a crash. Without ?mode= a new file
-//     gets 0644 and a replaced one keeps its mode. A trailing slash, the base
-//     dir or an existing directory is 400; a parent that is not a directory
-//     is 409 conflict.
+//     so readers see the old or the new content, never a mix. The file is
+//     fsynced before the rename and the directory after it: a 204 survives
+//     a crash. Without ?mode= a new file gets 0644 and a replaced one keeps
+//     its mode. A trailing slash, the base dir or an existing directory is
+//     400; a parent that is not a directory is 409 conflict. A failed PUT
+//     removes its temporary file and the parents it created.
 //   - DELETE removes the name itself (a symlink, not its target). The base
-//     dir cannot be deleted (400).
+//     dir cannot be deleted (400); neither can a mount point, nor
+//     recursively a directory with a mount below it (409 busy).
+//   - Every operation goes through the base dir opened as an os.Root
+//     (paths.go), PUT and DELETE through the opened parent, so no swap of
+//     a component takes it outside. Filesystem errnos map to statuses in
+//     fileError, never 500 for ENOSPC, EROFS, EBUSY, EMFILE and kin.
 
 // filesHandler is the /v1/files route's handler (methods, token), for the
 // middleware to call with paths ServeMux would not take.
