@@ -15,6 +15,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/sandbox-runtime/sandbox-runtime/runtime"
 )
@@ -461,5 +462,54 @@ func TestFilesDeleteMounts(t *testing.T) {
 	wantErrorCode(t, "recursive DELETE above a mount", status, body, http.StatusConflict, "busy")
 	if got := treeOf(t, d); strings.Join(got, " ") != "a/ a/own z/ z/sub/ z/sub/precious" {
 		t.Errorf("after the refused recursive DELETE: %q; want everything kept", got)
+	}
+}
+
+// TestFilesFIFONeverBlocks: a FIFO where a directory or a file is expected
+// is refused at once by every route; opening it (which blocks until a
+// writer comes) would hang the request. The client gives up after 10 s.
+func TestFilesFIFONeverBlocks(t *testing.T) {
+	ts := newTestServer(t, nil)
+	if err := syscall.Mkfifo(filepath.Join(ts.BaseDir, "fifo"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	client := &http.Client{Timeout: 10 * time.Second}
+	for _, c := range []struct {
+		method, path string
+		status       int
+	}{
+		{"GET", "/v1/files/fifo", 400},
+		{"HEAD", "/v1/files/fifo", 400},
+		{"GET", "/v1/files/fifo/x", 404},
+		{"PUT", "/v1/files/fifo/x", 409},
+		{"PUT", "/v1/files/fifo/x/y", 409},
+		{"DELETE", "/v1/files/fifo/x", 404},
+		{"DELETE", "/v1/files/fifo/x?recursive=true", 404},
+		{"GET", "/list/fifo", 404},
+		{"GET", "/list/fifo/x", 404},
+		{"GET", "/download/fifo", 404},
+		{"GET", "/exists/fifo", 200},
+	} {
+		req, _ := http.NewRequest(c.method, ts.URL+c.path, strings.NewReader("x"))
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Errorf("%s %s: %v (a blocked open?)", c.method, c.path, err)
+			continue
+		}
+		resp.Body.Close()
+		if resp.StatusCode != c.status {
+			t.Errorf("%s %s: %d; want %d", c.method, c.path, resp.StatusCode, c.status)
+		}
+	}
+	body := "--b\r\nContent-Disposition: form-data; name=\"file\"; filename=\"fifo/x\"\r\n\r\nx\r\n--b--\r\n"
+	req, _ := http.NewRequest("POST", ts.URL+"/upload", strings.NewReader(body))
+	req.Header.Set("Content-Type", "multipart/form-data; boundary=b")
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatalf("upload below a FIFO: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 500 {
+		t.Errorf("upload below a FIFO: %d; want 500 (the Python OSError answer)", resp.StatusCode)
 	}
 }

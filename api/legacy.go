@@ -937,7 +937,7 @@ func placeUpload(root *os.Root, tmp, rel, full string) error {
 	if err != nil {
 		return &os.PathError{Op: "open", Path: full, Err: rootErrno(err)}
 	}
-	src, err := root.Open(tmp)
+	src, err := root.OpenFile(tmp, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		dst.Close()
 		return err
@@ -1224,12 +1224,12 @@ func (s *Server) legacyListPath(w http.ResponseWriter, p string) {
 	defer in.root.Close()
 	// The directory is opened once: names and plain entries come from that
 	// descriptor, whatever is renamed meanwhile.
-	dir, err := in.root.OpenRoot(dotIfEmpty(in.rel))
+	dir, closeDir, err := fsroot.Sub(in.root, in.rel)
 	if err != nil {
 		legacyMessage(w, http.StatusNotFound, "Path is not a directory")
 		return
 	}
-	defer dir.Close()
+	defer closeDir()
 	names, err := readDirNames(dir)
 	if err != nil {
 		legacyMessage(w, http.StatusInternalServerError, "List files failed: "+pyOSErrorText(errnoOrErr(err)))

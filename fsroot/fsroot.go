@@ -19,6 +19,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"strconv"
 	"strings"
 	"syscall"
 )
@@ -55,13 +56,25 @@ func Components(name string) []string {
 // Sub opens the directory dir below r as a root of its own ("" is r
 // itself, returned with a no-op close). Every later operation through the
 // result happens in that very directory, whatever is renamed meanwhile.
+// Anything but a directory at dir is ENOTDIR, at once: os.Root.OpenRoot
+// opens without O_DIRECTORY, so a FIFO there would block it until a writer
+// came; Sub opens the directory itself (O_DIRECTORY|O_NONBLOCK) and makes
+// the root from that descriptor through /proc/self/fd. Without /proc it
+// falls back to OpenRoot on the name, just checked to be a directory.
 func Sub(r *os.Root, dir string) (*os.Root, func(), error) {
 	if len(Components(dir)) == 0 {
 		return r, func() {}, nil
 	}
-	d, err := r.OpenRoot(dir)
+	f, err := r.OpenFile(dir, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, nil, err
+	}
+	defer f.Close()
+	d, err := os.OpenRoot("/proc/self/fd/" + strconv.Itoa(int(f.Fd())))
+	if err != nil {
+		if d, err = r.OpenRoot(dir); err != nil {
+			return nil, nil, err
+		}
 	}
 	return d, func() { d.Close() }, nil
 }
