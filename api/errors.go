@@ -83,6 +83,18 @@ func statusOf(err error) (status int, code string) {
 		return http.StatusRequestTimeout, "body_timeout"
 	case errors.Is(err, runtime.ErrResourceExhausted):
 		return http.StatusServiceUnavailable, "resource_exhausted"
+	case errors.Is(err, errNoSpace):
+		return http.StatusInsufficientStorage, "insufficient_storage"
+	case errors.Is(err, errReadOnly):
+		return http.StatusConflict, "read_only"
+	case errors.Is(err, errBusy):
+		return http.StatusConflict, "busy"
+	case errors.Is(err, errNoDescriptors):
+		return http.StatusServiceUnavailable, "resource_exhausted"
+	case errors.Is(err, errRangeNotSatisfiable):
+		return http.StatusRequestedRangeNotSatisfiable, "range_not_satisfiable"
+	case errors.Is(err, errPreconditionFailed):
+		return http.StatusPreconditionFailed, "precondition_failed"
 	default:
 		return http.StatusInternalServerError, "internal"
 	}
@@ -206,4 +218,13 @@ var (
 	errForbidden    = errors.New("forbidden")     // the path resolves outside the base dir
 	errNoFile       = errors.New("no such file")  // nothing at the path
 	errFileConflict = errors.New("file conflict") // e.g. a non-empty directory without recursive
+
+	// Filesystem errors (CONTRACT §4b): never 500.
+	errNoSpace       = errors.New("no space left")           // ENOSPC, EDQUOT → 507
+	errReadOnly      = errors.New("read-only file system")   // EROFS → 409: the target's state, not the caller's rights
+	errBusy          = errors.New("busy")                    // EBUSY (a mount point), ETXTBSY → 409
+	errNoDescriptors = errors.New("out of file descriptors") // EMFILE, ENFILE → 503, worth a retry
+
+	errRangeNotSatisfiable = errors.New("range not satisfiable") // a Range past the end → 416
+	errPreconditionFailed  = errors.New("precondition failed")   // If-Match, If-Unmodified-Since → 412
 )

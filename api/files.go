@@ -3,16 +3,19 @@ package api
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"net/http"
 	"os"
-	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/sandbox-runtime/sandbox-runtime/fsroot"
 )
 
 // Files v1 (protocol.md §3): /v1/files/{path...} reads, lists, writes and
@@ -30,13 +33,30 @@ import (
 //     "mode" is the permission bits in octal ("0644").
 //   - PUT has no size limit but the disk; the body is streamed to a
 //     temporary file in the target's directory and renamed over the target,
-//     so readers see the old or the new content, never a mix. There is no
-//     fsync: atomic, not durable across a crash. Without ?mode= a new file
-//     gets 0644 and a replaced one keeps its mode. A trailing slash, the base
-//     dir or an existing directory is 400; a parent that is not a directory
-//     is 409 conflict.
+//     so readers see the old or the new content, never a mix. The file is
+//     fsynced before the rename and the directory after it: a 204 survives
+//     a crash. Without ?mode= a new file gets 0644 and a replaced one keeps
+//     its mode. A trailing slash, the base dir or an existing directory is
+//     400; a parent that is not a directory is 409 conflict. A failed PUT
+//     removes its temporary file and the parents it created.
 //   - DELETE removes the name itself (a symlink, not its target). The base
-//     dir cannot be deleted (400).
+//     dir cannot be deleted (400); neither can a mount point, nor
+//     recursively a directory with a mount below it (409 busy).
+//   - Every operation goes through the base dir opened as an os.Root
+//     (paths.go), PUT and DELETE through the opened parent, so no swap of
+//     a component takes it outside. Filesystem errnos map to statuses in
+//     fileError, never 500 for ENOSPC, EROFS, EBUSY, EMFILE and kin.
+
+// filesHandler is the /v1/files route's handler (methods, token), for the
+// middleware to call with paths ServeMux would not take.
+func (s *Server) filesHandler() http.Handler {
+	for _, r := range s.routes {
+		if r.pattern == "/v1/files/{path...}" {
+			return s.methodHandler(r)
+		}
+	}
+	panic("no /v1/files route")
+}
 
 // defaultFileMode is the mode of a file created by PUT without ?mode=.
 const defaultFileMode = 0o644
@@ -55,21 +75,27 @@ type dirListing struct {
 	Entries []fileEntry `json:"entries"`
 }
 
-// resolveFile resolves a /v1/files path.
-func (s *Server) resolveFile(rel string) (string, error) {
-	full, err := resolveUnder(s.resolvedBase(), rel)
+// resolveFile resolves a /v1/files path and opens the base dir; the caller
+// closes in.root.
+func (s *Server) resolveFile(rel string) (inBase, error) {
+	in, err := s.resolveInBase(rel)
 	switch {
 	case errors.Is(err, errNULPath):
-		return "", badRequest("the path contains a NUL byte")
+		return in, badRequest("the path contains a NUL byte")
 	case errors.Is(err, errForbidden):
-		return "", &httpError{kind: errForbidden, msg: fmt.Sprintf("%q is outside the base directory", rel)}
+		return in, &httpError{kind: errForbidden, msg: fmt.Sprintf("%q is outside the base directory", rel)}
+	case err != nil:
+		return in, s.fileError(err, rel)
 	}
-	return full, err
+	return in, nil
 }
 
 // fileError classifies an os error about rel.
 func (s *Server) fileError(err error, rel string) error {
 	switch errno := errnoOf(err); {
+	case fsroot.IsEscape(err):
+		// A symlink swapped in after resolution points outside.
+		return &httpError{kind: errForbidden, msg: fmt.Sprintf("%q is outside the base directory", rel)}
 	case errors.Is(err, fs.ErrNotExist), errno == syscall.ENOTDIR, errno == syscall.ELOOP:
 		return &httpError{kind: errNoFile, msg: fmt.Sprintf("no such file or directory: %q", rel)}
 	case errors.Is(err, fs.ErrPermission):
@@ -78,6 +104,14 @@ func (s *Server) fileError(err error, rel string) error {
 		return badRequest(fmt.Sprintf("invalid path %q: %v", rel, errno))
 	case errno == syscall.ENOTEMPTY, errno == syscall.EEXIST:
 		return &httpError{kind: errFileConflict, msg: fmt.Sprintf("%q changed while it was being removed: %v", rel, errno)}
+	case errno == syscall.ENOSPC, errno == syscall.EDQUOT:
+		return &httpError{kind: errNoSpace, msg: fmt.Sprintf("no space left for %q: %v", rel, errno)}
+	case errno == syscall.EROFS:
+		return &httpError{kind: errReadOnly, msg: fmt.Sprintf("%q is on a read-only file system", rel)}
+	case errno == syscall.EBUSY, errno == syscall.ETXTBSY:
+		return &httpError{kind: errBusy, msg: fmt.Sprintf("%q is busy: %v", rel, errno)}
+	case errno == syscall.EMFILE, errno == syscall.ENFILE:
+		return &httpError{kind: errNoDescriptors, msg: fmt.Sprintf("cannot open %q now: %v", rel, errno)}
 	}
 	s.log.Warn("file operation failed", zap.String("path", rel), zap.Error(err))
 	return err
@@ -90,48 +124,113 @@ func (s *Server) getFile(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rel := r.PathValue("path")
-	full, err := s.resolveFile(rel)
+	in, err := s.resolveFile(rel)
 	if err != nil {
 		fail(w, err)
 		return
 	}
-	fi, err := os.Stat(full)
+	defer in.root.Close()
+	// One open through the root; everything after is answered from that
+	// descriptor. O_NONBLOCK: a FIFO must not block the open (it is refused
+	// below); reads of regular files and directories ignore the flag.
+	f, err := in.root.OpenFile(dotIfEmpty(in.rel), os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		fail(w, s.fileError(err, rel))
+		return
+	}
+	defer f.Close()
+	fi, err := f.Stat()
 	if err != nil {
 		fail(w, s.fileError(err, rel))
 		return
 	}
 	if fi.IsDir() {
-		s.listDir(w, full, rel)
+		s.listDir(w, in, f, fi, rel)
 		return
 	}
 	if !fi.Mode().IsRegular() {
 		fail(w, badRequest(fmt.Sprintf("%q is not a regular file or a directory", rel)))
 		return
 	}
-	f, err := os.Open(full)
-	if err != nil {
-		fail(w, s.fileError(err, rel))
-		return
-	}
-	defer f.Close()
-	if fi, err = f.Stat(); err != nil || !fi.Mode().IsRegular() {
-		fail(w, badRequest(fmt.Sprintf("%q is not a regular file", rel)))
-		return
-	}
 	w.Header().Set("Content-Type", "application/octet-stream")
 	// ServeContent copies with a small buffer: nothing is held in memory.
-	http.ServeContent(w, r, "", fi.ModTime(), f)
+	http.ServeContent(&contentErrorWriter{ResponseWriter: w}, r, "", fi.ModTime(), f)
 }
 
-func (s *Server) listDir(w http.ResponseWriter, full, rel string) {
-	names, err := readDirNames(full)
+// contentErrorWriter turns the plain-text error answers of
+// http.ServeContent (416 for an unsatisfiable Range, 412 for a failed
+// precondition) into the v1 JSON error shape; every other answer passes
+// through untouched (ReadFrom keeps sendfile).
+type contentErrorWriter struct {
+	http.ResponseWriter
+	swallow bool // an error body was written; drop ServeContent's text
+}
+
+func (c *contentErrorWriter) WriteHeader(code int) {
+	var kind error
+	switch code {
+	case http.StatusRequestedRangeNotSatisfiable:
+		kind = errRangeNotSatisfiable
+	case http.StatusPreconditionFailed:
+		kind = errPreconditionFailed
+	}
+	if kind == nil || c.swallow {
+		c.ResponseWriter.WriteHeader(code)
+		return
+	}
+	c.swallow = true
+	h := c.Header()
+	h.Del("X-Content-Type-Options")
+	msg := "the precondition of the request is not met"
+	if code == http.StatusRequestedRangeNotSatisfiable {
+		msg = "the requested range is not satisfiable; the size is in Content-Range"
+	}
+	fail(c.ResponseWriter, &httpError{kind: kind, msg: msg})
+}
+
+func (c *contentErrorWriter) Write(p []byte) (int, error) {
+	if c.swallow {
+		return len(p), nil
+	}
+	return c.ResponseWriter.Write(p)
+}
+
+func (c *contentErrorWriter) ReadFrom(src io.Reader) (int64, error) {
+	if c.swallow {
+		return io.Copy(io.Discard, src)
+	}
+	if rf, ok := c.ResponseWriter.(io.ReaderFrom); ok {
+		return rf.ReadFrom(src)
+	}
+	return io.Copy(struct{ io.Writer }{c.ResponseWriter}, src)
+}
+
+func (c *contentErrorWriter) Unwrap() http.ResponseWriter { return c.ResponseWriter }
+
+// listDir answers the listing of the directory f (opened as fi at
+// in.rel). Names and each entry's lstat come from that very directory,
+// opened as a root of its own; if a swap replaced the name between the two
+// opens, the listing is refused (409) rather than mixed.
+func (s *Server) listDir(w http.ResponseWriter, in inBase, f *os.File, fi fs.FileInfo, rel string) {
+	dir, closeDir, err := fsroot.Sub(in.root, in.rel)
 	if err != nil {
 		fail(w, s.fileError(err, rel))
 		return
 	}
+	defer closeDir()
+	if dfi, err := dir.Stat("."); err != nil || !os.SameFile(fi, dfi) {
+		fail(w, &httpError{kind: errFileConflict, msg: fmt.Sprintf("%q changed while it was being listed", rel)})
+		return
+	}
+	names, err := f.Readdirnames(-1)
+	if err != nil {
+		fail(w, s.fileError(err, rel))
+		return
+	}
+	sort.Strings(names)
 	out := dirListing{Path: rel, Entries: []fileEntry{}}
 	for _, name := range names {
-		fi, err := os.Lstat(filepath.Join(full, name))
+		fi, err := dir.Lstat(name)
 		if err != nil {
 			continue // removed meanwhile
 		}
@@ -183,8 +282,15 @@ func fileModeOf(p uint32) fs.FileMode {
 	return m
 }
 
+// Limits of a path PUT may create, checked before anything is created.
+const (
+	nameMax = 255  // bytes per component (NAME_MAX)
+	pathMax = 4095 // bytes of the absolute path (PATH_MAX less its NUL)
+)
+
 // putFile is PUT /v1/files/{path...}: the raw body replaces the file
-// atomically (temporary file + rename), parents are created.
+// atomically (temporary file + fsync + rename), parents are created. A PUT
+// that fails leaves nothing behind: no temporary file, no parent it created.
 func (s *Server) putFile(w http.ResponseWriter, r *http.Request) {
 	q := parseQuery(r, "mode")
 	if q.err != nil {
@@ -207,27 +313,35 @@ func (s *Server) putFile(w http.ResponseWriter, r *http.Request) {
 		fail(w, badRequest(fmt.Sprintf("%q names a directory; PUT needs a file path", rel)))
 		return
 	}
-	full, err := s.resolveFile(rel)
+	in, err := s.resolveFile(rel)
 	if err != nil {
 		fail(w, err)
 		return
 	}
-	if full == s.resolvedBase() {
+	defer in.root.Close()
+	if in.rel == "" {
 		fail(w, badRequest("the base directory cannot be written as a file"))
 		return
 	}
-	fi, err := os.Stat(full)
-	switch {
-	case err == nil && fi.IsDir():
-		fail(w, badRequest(fmt.Sprintf("%q is a directory", rel)))
+	if len(in.full) > pathMax {
+		fail(w, badRequest(fmt.Sprintf("the path %q is too long: %d bytes, at most %d", rel, len(in.full), pathMax)))
 		return
-	case err == nil && !hasMode:
-		mode = fi.Mode() & (fs.ModePerm | fs.ModeSetuid | fs.ModeSetgid | fs.ModeSticky)
-	case !hasMode:
-		mode = defaultFileMode
 	}
-	dir := filepath.Dir(full)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	for _, c := range fsroot.Components(in.rel) {
+		if len(c) > nameMax {
+			fail(w, badRequest(fmt.Sprintf("the path %q has a component of %d bytes, at most %d", rel, len(c), nameMax)))
+			return
+		}
+	}
+	parentRel, name := pySplit(in.rel)
+	created, err := fsroot.MkdirAll(in.root, parentRel, 0o755)
+	committed := false
+	defer func() {
+		if !committed {
+			fsroot.RemoveCreated(in.root, created)
+		}
+	}()
+	if err != nil {
 		if e := errnoOf(err); e == syscall.ENOTDIR || e == syscall.EEXIST {
 			fail(w, &httpError{kind: errFileConflict, msg: fmt.Sprintf("a parent of %q is not a directory", rel)})
 			return
@@ -235,38 +349,42 @@ func (s *Server) putFile(w http.ResponseWriter, r *http.Request) {
 		fail(w, s.fileError(err, rel))
 		return
 	}
-	tmp, err := os.CreateTemp(dir, ".sandbox-put-*.tmp")
+	// From here on everything happens in the parent directory opened once:
+	// the temporary file, its rename and its removal on failure cannot be
+	// redirected by a rename of any component above it.
+	dir, closeDir, err := fsroot.Sub(in.root, parentRel)
 	if err != nil {
 		fail(w, s.fileError(err, rel))
 		return
 	}
-	committed := false
-	defer func() {
-		if !committed {
-			tmp.Close()
-			os.Remove(tmp.Name())
+	defer closeDir()
+	fi, err := dir.Lstat(name)
+	switch {
+	case err == nil && fi.IsDir():
+		fail(w, badRequest(fmt.Sprintf("%q is a directory", rel)))
+		return
+	case err == nil && !hasMode && fi.Mode().IsRegular():
+		mode = fi.Mode() & (fs.ModePerm | fs.ModeSetuid | fs.ModeSetgid | fs.ModeSticky)
+	case !hasMode:
+		mode = defaultFileMode
+	}
+	var readErr error
+	err = fsroot.WriteAtomic(dir, name, mode, func(tmp io.Writer) error {
+		var writeErr error
+		readErr, writeErr = copyCounting(tmp, r.Body)
+		if readErr != nil {
+			return readErr
 		}
-	}()
-	readErr, writeErr := copyCounting(tmp, r.Body)
-	if readErr != nil {
+		return writeErr
+	})
+	switch e := errnoOf(err); {
+	case readErr != nil:
 		fail(w, badRequest("reading the body: "+readErr.Error()))
 		return
-	}
-	if writeErr == nil {
-		writeErr = tmp.Chmod(mode)
-	}
-	if cerr := tmp.Close(); writeErr == nil {
-		writeErr = cerr
-	}
-	if writeErr != nil {
-		fail(w, s.fileError(writeErr, rel))
+	case e == syscall.EISDIR || e == syscall.EEXIST || e == syscall.ENOTEMPTY:
+		fail(w, badRequest(fmt.Sprintf("%q is a directory", rel)))
 		return
-	}
-	if err := os.Rename(tmp.Name(), full); err != nil {
-		if e := errnoOf(err); e == syscall.EISDIR || e == syscall.EEXIST || e == syscall.ENOTEMPTY {
-			fail(w, badRequest(fmt.Sprintf("%q is a directory", rel)))
-			return
-		}
+	case err != nil:
 		fail(w, s.fileError(err, rel))
 		return
 	}
@@ -294,28 +412,42 @@ func (s *Server) deleteFile(w http.ResponseWriter, r *http.Request) {
 	}
 	// Resolve the parent only: the name itself is removed, not what a
 	// symlink there points to.
-	parent, err := s.resolveFile(parentRel)
+	in, err := s.resolveFile(parentRel)
 	if err != nil {
 		fail(w, err)
 		return
 	}
-	target := filepath.Join(parent, name)
-	fi, err := os.Lstat(target)
+	defer in.root.Close()
+	// The parent is opened once and the name removed relative to it; a
+	// recursive removal walks descriptors without following symlinks.
+	dir, closeDir, err := fsroot.Sub(in.root, in.rel)
 	if err != nil {
 		fail(w, s.fileError(err, rel))
 		return
+	}
+	defer closeDir()
+	fi, err := dir.Lstat(name)
+	if err != nil {
+		fail(w, s.fileError(err, rel))
+		return
+	}
+	if fi.IsDir() {
+		if m := mountBelow(dir, fi, pyJoin(in.full, name), recursive); m != "" {
+			fail(w, &httpError{kind: errBusy, msg: fmt.Sprintf("%q %s; nothing was removed", rel, m)})
+			return
+		}
 	}
 	switch {
 	case fi.IsDir() && recursive:
 		// Something may be creating files below it meanwhile: try again a
 		// few times, then report the conflict (fileError: ENOTEMPTY → 409).
 		for range 3 {
-			if err = os.RemoveAll(target); errnoOf(err) != syscall.ENOTEMPTY {
+			if err = dir.RemoveAll(name); errnoOf(err) != syscall.ENOTEMPTY {
 				break
 			}
 		}
 	default:
-		err = os.Remove(target)
+		err = dir.Remove(name)
 		if e := errnoOf(err); fi.IsDir() && (e == syscall.ENOTEMPTY || e == syscall.EEXIST) {
 			fail(w, &httpError{kind: errFileConflict, msg: fmt.Sprintf("directory %q is not empty; use ?recursive=true", rel)})
 			return
@@ -326,4 +458,68 @@ func (s *Server) deleteFile(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// mountBelow says why the directory fi (the entry at absolute path full of
+// the open directory dir) must not be removed: it is a mount point (another
+// device than dir, or listed in /proc/self/mountinfo, which also finds bind
+// mounts of the same file system), or, when recursive, a file system is
+// mounted somewhere below it, whose content a recursive removal would
+// delete. "" means neither. The mount table is read by its fixed path; it
+// only refuses, it never chooses what is removed.
+func mountBelow(dir *os.Root, fi fs.FileInfo, full string, recursive bool) string {
+	if pfi, err := dir.Stat("."); err == nil {
+		a, ok1 := fi.Sys().(*syscall.Stat_t)
+		b, ok2 := pfi.Sys().(*syscall.Stat_t)
+		if ok1 && ok2 && a.Dev != b.Dev {
+			return "is a mount point"
+		}
+	}
+	for _, m := range mountPoints() {
+		switch {
+		case m == full:
+			return "is a mount point"
+		case recursive && strings.HasPrefix(m, full+"/"):
+			return fmt.Sprintf("has a file system mounted below it (%s)", m[len(full)+1:])
+		}
+	}
+	return ""
+}
+
+// mountPoints lists the mount points of /proc/self/mountinfo (field 5,
+// octal escapes undone); nil when it cannot be read.
+func mountPoints() []string {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 5 {
+			continue
+		}
+		out = append(out, unescapeMountinfo(f[4]))
+	}
+	return out
+}
+
+// unescapeMountinfo undoes the kernel's \ooo escapes (space, tab, newline,
+// backslash) of a mountinfo path.
+func unescapeMountinfo(p string) string {
+	if !strings.Contains(p, "\\") {
+		return p
+	}
+	var sb strings.Builder
+	for i := 0; i < len(p); i++ {
+		if p[i] == '\\' && i+4 <= len(p) {
+			if v, err := strconv.ParseUint(p[i+1:i+4], 8, 8); err == nil {
+				sb.WriteByte(byte(v))
+				i += 3
+				continue
+			}
+		}
+		sb.WriteByte(p[i])
+	}
+	return sb.String()
 }

@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"path/filepath"
 	"regexp"
 	"sort"
 	"strconv"
@@ -23,6 +22,7 @@ import (
 	"github.com/google/uuid"
 	"go.uber.org/zap"
 
+	"github.com/sandbox-runtime/sandbox-runtime/fsroot"
 	"github.com/sandbox-runtime/sandbox-runtime/pyrepr"
 	"github.com/sandbox-runtime/sandbox-runtime/runtime"
 	"github.com/sandbox-runtime/sandbox-runtime/shlex"
@@ -824,11 +824,19 @@ func (s *Server) legacyUpload(w http.ResponseWriter, r *http.Request) {
 		legacyDetail(w, http.StatusBadRequest, legacyParseError)
 		return
 	}
+	// Everything happens relative to the base dir opened once: the
+	// temporary file lives at its top, the target is reached through it.
 	base := s.resolvedBase()
-	var tmp string // the temporary file holding the last "file" part
+	root, err := os.OpenRoot(base)
+	if err != nil {
+		legacyMessage(w, http.StatusInternalServerError, "File upload failed: "+pyOSErrorText(&os.PathError{Op: "open", Path: base, Err: errnoOrErr(err)}))
+		return
+	}
+	defer root.Close()
+	var tmp string // the temporary file (relative to root) holding the last "file" part
 	defer func() {
 		if tmp != "" {
-			os.Remove(tmp)
+			root.Remove(tmp)
 		}
 	}()
 	var filename string
@@ -859,12 +867,12 @@ func (s *Server) legacyUpload(w http.ResponseWriter, r *http.Request) {
 			continue
 		}
 		if tmp != "" {
-			os.Remove(tmp)
+			root.Remove(tmp)
 			tmp = ""
 		}
-		f, path, err := createUploadTemp(base)
+		f, path, err := createUploadTemp(root)
 		if err != nil {
-			legacyMessage(w, http.StatusInternalServerError, "File upload failed: "+pyOSErrorText(err))
+			legacyMessage(w, http.StatusInternalServerError, "File upload failed: "+pyOSErrorText(absPathError(err, base)))
 			return
 		}
 		tmp = path
@@ -897,12 +905,15 @@ func (s *Server) legacyUpload(w http.ResponseWriter, r *http.Request) {
 		legacyMessage(w, http.StatusForbidden, "Access denied")
 		return
 	}
-	dir, _ := pySplit(full)
-	if err := pyMakedirs(dir); err != nil {
-		legacyMessage(w, http.StatusInternalServerError, "File upload failed: "+pyOSErrorText(err))
-		return
+	rel := relOf(base, full)
+	if rel != "" { // the base dir itself exists; writing it fails below
+		dir, _ := pySplit(rel)
+		if _, err := fsroot.MkdirAll(root, dir, 0o777); err != nil {
+			legacyMessage(w, http.StatusInternalServerError, "File upload failed: "+pyOSErrorText(absPathError(err, base)))
+			return
+		}
 	}
-	if err := placeUpload(tmp, full); err != nil {
+	if err := placeUpload(root, tmp, rel, full); err != nil {
 		legacyMessage(w, http.StatusInternalServerError, "File upload failed: "+pyOSErrorText(err))
 		return
 	}
@@ -910,39 +921,42 @@ func (s *Server) legacyUpload(w http.ResponseWriter, r *http.Request) {
 	legacyMessage(w, http.StatusOK, "File '"+filename+"' uploaded successfully.")
 }
 
-// createUploadTemp creates an empty file in dir with mode 0666 less the
-// umask, the mode a file created by Python's open(…, "wb") gets.
-func createUploadTemp(dir string) (*os.File, string, error) {
+// createUploadTemp creates an empty file at the top of root with mode 0666
+// less the umask, the mode a file created by Python's open(…, "wb") gets.
+func createUploadTemp(root *os.Root) (*os.File, string, error) {
 	for {
-		path := filepath.Join(dir, ".sandbox-upload-"+uuid.NewString()+".tmp")
-		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o666)
+		name := ".sandbox-upload-" + uuid.NewString() + ".tmp"
+		f, err := root.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o666)
 		if errors.Is(err, os.ErrExist) {
 			continue
 		}
-		return f, path, err
+		return f, name, err
 	}
 }
 
-// placeUpload moves the upload tmp to full with the effect of Python's
+// placeUpload moves the upload tmp to rel (both relative to root; full is
+// rel's absolute path, for the error text) with the effect of Python's
 // open(full, "wb").write(…): a new file is renamed into place, an existing
 // one is truncated and rewritten in place (keeping its inode and mode; a
-// directory fails with EISDIR). tmp is gone afterwards on success.
-func placeUpload(tmp, full string) error {
-	if _, err := os.Lstat(full); errors.Is(err, os.ErrNotExist) {
-		err := os.Rename(tmp, full)
+// directory fails with EISDIR). tmp is gone afterwards on success. An error
+// is a *PathError naming full, as Python's OSError would.
+func placeUpload(root *os.Root, tmp, rel, full string) error {
+	target := dotIfEmpty(rel)
+	if _, err := root.Lstat(target); errors.Is(err, os.ErrNotExist) {
+		err := root.Rename(tmp, target)
 		if err == nil {
 			return nil
 		}
-		if errnoOf(err) != syscall.EXDEV {
-			return &os.PathError{Op: "open", Path: full, Err: errnoOrErr(err)}
+		if errnoOf(err) != syscall.EXDEV || fsroot.IsEscape(err) {
+			return &os.PathError{Op: "open", Path: full, Err: rootErrno(err)}
 		}
 	}
 	// O_NONBLOCK: a FIFO without a reader fails (ENXIO) instead of hanging.
-	dst, err := os.OpenFile(full, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|syscall.O_NONBLOCK, 0o666)
+	dst, err := root.OpenFile(target, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|syscall.O_NONBLOCK, 0o666)
 	if err != nil {
-		return err
+		return &os.PathError{Op: "open", Path: full, Err: rootErrno(err)}
 	}
-	src, err := os.Open(tmp)
+	src, err := root.OpenFile(tmp, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		dst.Close()
 		return err
@@ -955,7 +969,29 @@ func placeUpload(tmp, full string) error {
 	if werr != nil {
 		return werr
 	}
-	return os.Remove(tmp)
+	return root.Remove(tmp)
+}
+
+// absPathError makes the path of a *PathError from an os.Root operation
+// (relative to the root) absolute, as the Python server's messages have it.
+// os.Root's refusal of an escaping path (a swap under a race) reads as
+// EXDEV, the errno openat2(RESOLVE_BENEATH) gives for it.
+func absPathError(err error, base string) error {
+	var pe *os.PathError
+	if !errors.As(err, &pe) {
+		return err
+	}
+	return &os.PathError{Op: pe.Op, Path: pyJoin(base, pe.Path), Err: rootErrno(err)}
+}
+
+// rootErrno is the errno of an os.Root error; its refusal of an escaping
+// path (a swap under a race) reads as EXDEV, which openat2 with
+// RESOLVE_BENEATH gives for it.
+func rootErrno(err error) error {
+	if fsroot.IsEscape(err) {
+		return syscall.EXDEV
+	}
+	return errnoOrErr(err)
 }
 
 func errnoOrErr(err error) error {
@@ -1096,31 +1132,36 @@ func (s *Server) legacyExists(w http.ResponseWriter, r *http.Request) {
 	s.legacyExistsPath(w, r.PathValue("path"))
 }
 
-// legacyResolve resolves a legacy path; false means it answered 403 (a NUL
-// byte, which Python's realpath refuses with ValueError, is 403 too).
-func (s *Server) legacyResolve(w http.ResponseWriter, p string) (string, bool) {
-	full, err := resolveUnder(s.resolvedBase(), p)
-	if err != nil {
+// legacyResolve resolves a legacy path and opens the base dir (the caller
+// closes in.root); false means it answered: 403 for a path outside (a NUL
+// byte, which Python's realpath refuses with ValueError, is 403 too), 404
+// with notFound when the base dir cannot be opened.
+func (s *Server) legacyResolve(w http.ResponseWriter, p, notFound string) (inBase, bool) {
+	in, err := s.resolveInBase(p)
+	switch {
+	case errors.Is(err, errForbidden), errors.Is(err, errNULPath):
 		legacyMessage(w, http.StatusForbidden, "Access denied")
-		return "", false
+		return in, false
+	case err != nil:
+		legacyMessage(w, http.StatusNotFound, notFound)
+		return in, false
 	}
-	return full, true
+	return in, true
 }
 
 // legacyDownloadPath answers like Starlette 0.26's FileResponse: the whole
 // file (Range and conditional headers are ignored), named by the requested
 // path in Content-Disposition.
 func (s *Server) legacyDownloadPath(w http.ResponseWriter, p string) {
-	full, ok := s.legacyResolve(w, p)
+	in, ok := s.legacyResolve(w, p, "File not found")
 	if !ok {
 		return
 	}
-	// os.path.isfile first: opening a FIFO would block.
-	if fi, err := os.Stat(full); err != nil || !fi.Mode().IsRegular() {
-		legacyMessage(w, http.StatusNotFound, "File not found")
-		return
-	}
-	f, err := os.Open(full)
+	defer in.root.Close()
+	// O_NONBLOCK: opening a FIFO must not block (it is not a file: 404
+	// below). The file is opened once, through the root, and answered from
+	// that descriptor.
+	f, err := in.root.OpenFile(dotIfEmpty(in.rel), os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		if errors.Is(err, os.ErrPermission) {
 			legacyMessage(w, http.StatusForbidden, "Access denied")
@@ -1190,24 +1231,35 @@ func (f pyFloat) MarshalJSON() ([]byte, error) { return []byte(pyrepr.Float(floa
 
 // legacyListPath lists a directory with each entry stat'ed through
 // symlinks. Entries that cannot be stat'ed (dangling or looping links) are
-// left out instead of failing the listing (protocol.md §5).
+// left out instead of failing the listing (protocol.md §5), and so are
+// symlinks that resolve outside the base dir: the listing shows only what
+// /download and /exists can reach (the Python server showed the outside
+// target's size and mtime).
 func (s *Server) legacyListPath(w http.ResponseWriter, p string) {
-	full, ok := s.legacyResolve(w, p)
+	in, ok := s.legacyResolve(w, p, "Path is not a directory")
 	if !ok {
 		return
 	}
-	if fi, err := os.Stat(full); err != nil || !fi.IsDir() {
+	defer in.root.Close()
+	// The directory is opened once: names and plain entries come from that
+	// descriptor, whatever is renamed meanwhile.
+	dir, closeDir, err := fsroot.Sub(in.root, in.rel)
+	if err != nil {
 		legacyMessage(w, http.StatusNotFound, "Path is not a directory")
 		return
 	}
-	names, err := readDirNames(full)
+	defer closeDir()
+	names, err := readDirNames(dir)
 	if err != nil {
 		legacyMessage(w, http.StatusInternalServerError, "List files failed: "+pyOSErrorText(errnoOrErr(err)))
 		return
 	}
 	entries := []legacyEntry{}
 	for _, name := range names {
-		fi, err := os.Stat(filepath.Join(full, name))
+		fi, err := dir.Lstat(name)
+		if err == nil && fi.Mode()&os.ModeSymlink != 0 {
+			fi, err = s.statLink(in, name)
+		}
 		if err != nil {
 			continue
 		}
@@ -1223,9 +1275,21 @@ func (s *Server) legacyListPath(w http.ResponseWriter, p string) {
 	writeLegacyJSON(w, http.StatusOK, entries)
 }
 
-// readDirNames returns the names in dir, sorted.
-func readDirNames(dir string) ([]string, error) {
-	f, err := os.Open(dir)
+// statLink stats the symlink name in the directory in.rel through its
+// target, resolved like every request path (Python's realpath, so absolute
+// links into the base dir work too) and then reached through in.root; a
+// target outside the base dir is errForbidden.
+func (s *Server) statLink(in inBase, name string) (os.FileInfo, error) {
+	full, err := resolveUnder(in.base, pyJoin(in.rel, name))
+	if err != nil {
+		return nil, err
+	}
+	return in.root.Stat(dotIfEmpty(relOf(in.base, full)))
+}
+
+// readDirNames returns the names in the directory dir is rooted at, sorted.
+func readDirNames(dir *os.Root) ([]string, error) {
+	f, err := dir.Open(".")
 	if err != nil {
 		return nil, err
 	}
@@ -1236,11 +1300,15 @@ func readDirNames(dir string) ([]string, error) {
 }
 
 func (s *Server) legacyExistsPath(w http.ResponseWriter, p string) {
-	full, ok := s.legacyResolve(w, p)
-	if !ok {
+	in, err := s.resolveInBase(p)
+	if errors.Is(err, errForbidden) || errors.Is(err, errNULPath) {
+		legacyMessage(w, http.StatusForbidden, "Access denied")
 		return
 	}
-	_, err := os.Stat(full)
+	if err == nil { // else the base dir itself is missing: nothing exists
+		defer in.root.Close()
+		_, err = in.root.Stat(dotIfEmpty(in.rel))
+	}
 	writeLegacyJSON(w, http.StatusOK, struct {
 		Path   string `json:"path"`
 		Exists bool   `json:"exists"`

@@ -21,9 +21,14 @@ import (
 // so a link that points outside is refused even when its target does not
 // exist, and `a/../b` inside the base is fine.
 //
+// The resolved path only decides the answer (and the 403). The operation
+// itself is then done relative to the base dir opened as an os.Root
+// (package fsroot), with the resolved path made relative to it: a symlink or
+// directory swapped in after resolution can make an operation fail or act on
+// another file inside the base dir, never on one outside it.
+//
 // Confinement is a property of the answer, not a sandbox: the commands the
-// runtime starts run as the same user and can read and write the same files,
-// and a symlink swapped between resolution and use is not detected.
+// runtime starts run as the same user and can read and write the same files.
 
 // errNULPath marks a path holding a NUL byte, which no file name can contain.
 var errNULPath = errors.New("the path contains a NUL byte")
@@ -51,6 +56,49 @@ func resolveUnder(base, rel string) (string, error) {
 		return "", errForbidden
 	}
 	return full, nil
+}
+
+// inBase is a request path resolved under the base dir.
+type inBase struct {
+	root *os.Root // the base dir; every operation goes through it
+	base string   // the base dir, symlinks resolved
+	full string   // the resolved path (for messages that name it)
+	rel  string   // full relative to base, "" for the base dir itself
+}
+
+// resolveInBase resolves rel like resolveUnder and opens the base dir as an
+// os.Root; the caller closes in.root. Errors: errNULPath, errForbidden, or
+// the error of opening the base dir.
+func (s *Server) resolveInBase(rel string) (inBase, error) {
+	base := s.resolvedBase()
+	full, err := resolveUnder(base, rel)
+	if err != nil {
+		return inBase{}, err
+	}
+	root, err := os.OpenRoot(base)
+	if err != nil {
+		return inBase{}, err
+	}
+	return inBase{root: root, base: base, full: full, rel: relOf(base, full)}, nil
+}
+
+// relOf is p (base or below it, both clean) relative to base: "" for base.
+func relOf(base, p string) string {
+	if p == base {
+		return ""
+	}
+	if base == "/" {
+		return p[1:]
+	}
+	return p[len(base)+1:]
+}
+
+// dotIfEmpty is name, or "." (the root itself) when name is "".
+func dotIfEmpty(name string) string {
+	if name == "" {
+		return "."
+	}
+	return name
 }
 
 // within reports whether p is base or below it (both clean and absolute).
@@ -163,33 +211,6 @@ func errnoOf(err error) syscall.Errno {
 		return errno
 	}
 	return 0
-}
-
-// pyMakedirs is os.makedirs(name, exist_ok=True): the error names the
-// directory whose mkdir failed, as Python's FileExistsError or
-// NotADirectoryError does.
-func pyMakedirs(name string) error {
-	head, tail := pySplit(name)
-	if tail == "" {
-		head, tail = pySplit(head)
-	}
-	if head != "" && tail != "" {
-		if _, err := os.Stat(head); err != nil {
-			if err := pyMakedirs(head); err != nil && !errors.Is(err, fs.ErrExist) {
-				return err
-			}
-			if tail == "." {
-				return nil
-			}
-		}
-	}
-	if err := os.Mkdir(name, 0o777); err != nil {
-		if fi, serr := os.Stat(name); serr == nil && fi.IsDir() {
-			return nil
-		}
-		return err
-	}
-	return nil
 }
 
 // pyDecodeUTF8 decodes b like Python's bytes.decode("utf-8", "replace"):

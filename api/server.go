@@ -200,6 +200,7 @@ var legacyFilePrefixes = []string{"/download/", "/list/", "/exists/"}
 // middleware adds the version and request-id headers, logs each request,
 // recovers from panics, and keeps ServeMux from ever redirecting.
 func (s *Server) middleware(mux *http.ServeMux) http.Handler {
+	files := s.filesHandler()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		rid := r.Header.Get("X-Request-ID")
@@ -268,6 +269,12 @@ func (s *Server) middleware(mux *http.ServeMux) http.Handler {
 		if p == "/v1/files" {
 			// The base dir itself; ServeMux would redirect to "/v1/files/".
 			r.URL.Path, r.URL.RawPath = "/v1/files/", ""
+		} else if strings.HasPrefix(p, "/v1/files/") && !isClean(p) {
+			// `..` (also percent-encoded), `.` and `//` in a file path are
+			// resolved by the files handler (403 outside the base dir).
+			r.SetPathValue("path", p[len("/v1/files/"):])
+			files.ServeHTTP(rec, r)
+			return
 		} else if !isClean(p) {
 			s.notFound(rec, r)
 			return

@@ -1060,6 +1060,9 @@ func specScenarioFiles(t *testing.T, c *specClient, ts *testServer) {
 		t.Fatal(err)
 	}
 	c.do(t, specReq{method: "GET", path: "/v1/files/outside", want: 403})
+	c.do(t, specReq{method: "GET", path: "/v1/files/..%2F..%2Fetc%2Fpasswd", want: 403})
+	c.do(t, specReq{method: "PUT", path: "/v1/files/..%2Fx", body: []byte("x"), ctype: "application/octet-stream", want: 403})
+	c.do(t, specReq{method: "GET", path: "/v1/files/dir/a.txt", header: map[string]string{"If-Match": `"nope"`}, want: 412})
 	c.do(t, specReq{method: "DELETE", path: "/v1/files/dir", want: 409})
 	c.do(t, specReq{method: "DELETE", path: "/v1/files/dir?recursive=true", want: 204})
 	c.do(t, specReq{method: "DELETE", path: "/v1/files/dir", want: 404})
