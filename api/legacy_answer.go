@@ -128,7 +128,7 @@ func (d *deadlineWriter) Write(p []byte) (int, error) {
 
 // legacyTextEncoder decodes output like Python's text-mode pipes and
 // writes it as the inside of a JSON string, one chunk at a time: invalid
-// UTF-8 becomes U+FFFD per maximal subpart (CONTRACT §5; like
+// UTF-8 becomes U+FFFD per maximal subpart (protocol.md §5; like
 // pyDecodeUTF8), "\r\n" and "\r" become "\n", and the escaping is
 // encoding/json's without HTML escaping. A sequence cut by a chunk boundary
 // is carried into the next chunk, so the result does not depend on where

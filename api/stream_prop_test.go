@@ -26,7 +26,7 @@ import (
 	"github.com/sandbox-runtime/sandbox-runtime/runtime"
 )
 
-// The stream property (CONTRACT §4): a client that re-opens at the
+// The stream property (protocol.md §4): a client that re-opens at the
 // next_cursor of the last line it processed gets every byte exactly once.
 // These tests produce random output (characters of 1–4 bytes, invalid
 // UTF-8, NULs, random write sizes on both streams), read it over NDJSON and
