@@ -83,6 +83,33 @@ func TestRunExactlyOnceThroughCuttingProxy(t *testing.T) {
 	t.Logf("%d connections, %d cut by the proxy", p.accepted.Load(), p.cuts.Load())
 }
 
+// TestRunRetriesACreateCutOff cuts the create three ways: inside the
+// request (nothing created), after the whole request with no answer (the
+// command exists, the client does not know), and inside the answer's
+// headers. Run must retry with its command_id, create exactly one command
+// and deliver its output once.
+func TestRunRetriesACreateCutOff(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, bigRing)
+	p := newCutProxy(t, strings.TrimPrefix(d.url, "http://"), 1<<30, 5,
+		cutLimits{up: 40, down: -1}, cutLimits{up: -1, down: 0}, cutLimits{up: -1, down: 20})
+	c := newClient(t, p.url(), Options{})
+	res, err := c.Run(testCtx(t, time.Minute), helperReq("pattern", "9", "300000", "1000"), RunOptions{})
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	wantOut, wantErr := patternText(9, 300000, 1000)
+	checkBytes(t, "stdout", res.Stdout, wantOut)
+	checkBytes(t, "stderr", res.Stderr, wantErr)
+	if p.cuts.Load() < 3 {
+		t.Errorf("%d cuts, want at least the 3 scripted", p.cuts.Load())
+	}
+	all, err := newClient(t, d.url, Options{}).List(testCtx(t, 10*time.Second), "")
+	if err != nil || len(all) != 1 {
+		t.Errorf("List: %d commands, %v; want exactly 1", len(all), err)
+	}
+}
+
 // TestFollowExactlyOnceThroughCuttingProxy follows a running command from
 // cursor 0 through the cutting proxy.
 func TestFollowExactlyOnceThroughCuttingProxy(t *testing.T) {

@@ -22,6 +22,10 @@ type cutProxy struct {
 	rng   *rand.Rand
 	conns map[net.Conn]struct{}
 
+	// script, when not empty, gives the limits of the first connections
+	// (in order) instead of the random ones.
+	script []cutLimits
+
 	accepted atomic.Int64
 	cuts     atomic.Int64 // connections the proxy cut (rather than a side closing)
 	wg       sync.WaitGroup
@@ -29,13 +33,17 @@ type cutProxy struct {
 
 const requestCutEvery = 5
 
-func newCutProxy(t *testing.T, target string, maxDown int, seed uint64) *cutProxy {
+// cutLimits are the byte limits of one connection: up to the daemon, down
+// from it; -1 is no limit, 0 cuts at the first byte.
+type cutLimits struct{ up, down int }
+
+func newCutProxy(t *testing.T, target string, maxDown int, seed uint64, script ...cutLimits) *cutProxy {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &cutProxy{ln: ln, target: target, maxDown: maxDown, rng: rand.New(rand.NewPCG(seed, 3)), conns: map[net.Conn]struct{}{}}
+	p := &cutProxy{ln: ln, target: target, maxDown: maxDown, rng: rand.New(rand.NewPCG(seed, 3)), conns: map[net.Conn]struct{}{}, script: script}
 	p.wg.Add(1)
 	go p.serve()
 	t.Cleanup(p.close)
@@ -78,6 +86,10 @@ func (p *cutProxy) serve() {
 		up := -1
 		if p.rng.IntN(requestCutEvery) == 0 {
 			up = 1 + p.rng.IntN(512)
+		}
+		if len(p.script) > 0 {
+			up, down = p.script[0].up, p.script[0].down
+			p.script = p.script[1:]
 		}
 		p.mu.Unlock()
 		p.wg.Add(1)
