@@ -76,6 +76,7 @@ func (a *Attachment) dial(ctx context.Context) (*websocket.Conn, error) {
 		}
 		return nil, a.c.describe(err)
 	}
+	a.c.reached.Store(true)
 	// The daemon pings every 10 s; a longer silence is a dead connection.
 	conn.SetReadDeadline(time.Now().Add(idleTimeout))
 	conn.SetPingHandler(func(data string) error {

@@ -12,7 +12,9 @@
 // Requests that are safe to repeat (reads, waits, kill, resize, and a
 // create that carries a command_id, which Run and Start always send) are
 // retried after transport errors and 502/503/504 answers for up to
-// Options.RetryFor without progress. Requests that are not safe to repeat
+// Options.RetryFor without progress (but a refused connection before the
+// daemon has ever answered this Client fails at once: nothing is listening
+// there). Requests that are not safe to repeat
 // (a signal, a stdin write, a file upload, a create without id) are sent
 // once: when the connection fails, the caller gets the error and cannot
 // know whether the daemon acted on it.
@@ -34,6 +36,8 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/sandbox-runtime/sandbox-runtime/wire"
@@ -83,6 +87,9 @@ type Client struct {
 	hc       *http.Client
 	retryFor time.Duration
 	dialer   *net.Dialer
+	// reached is set once the daemon has answered: until then a refused
+	// connection is an error at once (nothing is listening), not a blip.
+	reached atomic.Bool
 }
 
 // New returns a client of the daemon at baseURL ("http://host:port", an
@@ -208,6 +215,9 @@ func (c *Client) send(ctx context.Context, r request) (*http.Response, error) {
 			return nil, err
 		}
 		resp, err := c.hc.Do(req)
+		if err == nil {
+			c.reached.Store(true)
+		}
 		if err == nil && resp.StatusCode/100 == 2 {
 			return resp, nil
 		}
@@ -217,7 +227,8 @@ func (c *Client) send(ctx context.Context, r request) (*http.Response, error) {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		if !r.idempotent || !retryable(err) || time.Now().After(deadline) {
+		refusedAtFirst := !c.reached.Load() && errors.Is(err, syscall.ECONNREFUSED)
+		if !r.idempotent || !retryable(err) || refusedAtFirst || time.Now().After(deadline) {
 			return nil, c.describe(err)
 		}
 		if err := b.wait(ctx, retryAfter(err)); err != nil {

@@ -317,6 +317,9 @@ func processEvent(ev *wire.Event, cursor *int64, fn EventFunc) (done bool, err e
 			return false, fmt.Errorf("%w: output at cursor %d holds %d bytes but next_cursor is %d", ErrStreamBroken, *cursor, len(data), ev.NextCursor)
 		}
 	case wire.EventGap:
+		if ev.DroppedBytes == nil {
+			return false, fmt.Errorf("%w: gap event without dropped_bytes", ErrStreamBroken)
+		}
 		if ev.NextCursor < *cursor {
 			return false, fmt.Errorf("%w: gap back to %d from %d", ErrStreamBroken, ev.NextCursor, *cursor)
 		}
@@ -355,6 +358,9 @@ type RunOptions struct {
 	// OnStart, when set, is called once the command exists, before any
 	// output is delivered (e.g. to start writing its stdin).
 	OnStart func(st *wire.Status)
+	// OnGap, when set, is told of output the daemon no longer held when it
+	// was read (counted in Result.GapBytes too).
+	OnGap func(droppedBytes int64)
 	// CollectLimit bounds the bytes Result keeps per stream (the first
 	// ones; the rest is counted in Result.StdoutDropped/StderrDropped).
 	// 0: 64 MiB; negative: collect nothing.
@@ -415,6 +421,9 @@ func (c *Client) Run(ctx context.Context, req wire.CreateRequest, o RunOptions) 
 	fn := func(ev *wire.Event) error {
 		if ev.Type == wire.EventGap {
 			res.GapBytes += *ev.DroppedBytes
+			if o.OnGap != nil {
+				o.OnGap(*ev.DroppedBytes)
+			}
 			return nil
 		}
 		data, _ := ev.Bytes() // checked by processEvent

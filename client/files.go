@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -17,18 +18,32 @@ import (
 // Paths of the file calls are relative to the daemon's base directory
 // (SANDBOX_BASE_DIR); a leading "/" is ignored, as the daemon does.
 
-func filePath(p string) string {
-	segs := strings.Split(strings.TrimLeft(p, "/"), "/")
-	for i, s := range segs {
-		segs[i] = url.PathEscape(s)
+// ErrPathEscapes is returned for a path with a "." or ".." element: the
+// daemon serves clean paths only, and none outside the base directory.
+var ErrPathEscapes = errors.New(`sandbox paths are relative to the daemon's base directory and may not contain "." or ".." elements`)
+
+func filePath(p string) (string, error) {
+	var segs []string
+	for _, s := range strings.Split(p, "/") {
+		switch s {
+		case "":
+			continue // "a//b" is "a/b"; a leading "/" is the base dir
+		case ".", "..":
+			return "", fmt.Errorf("%q: %w", p, ErrPathEscapes)
+		}
+		segs = append(segs, url.PathEscape(s))
 	}
-	return "/v1/files/" + strings.Join(segs, "/")
+	return "/v1/files/" + strings.Join(segs, "/"), nil
 }
 
 // ReadFile opens the file at path for reading; the caller closes it. A
 // directory is ErrIsDirectory.
 func (c *Client) ReadFile(ctx context.Context, path string) (io.ReadCloser, error) {
-	resp, err := c.send(ctx, request{method: "GET", path: filePath(path), idempotent: true})
+	fp, err := filePath(path)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := c.send(ctx, request{method: "GET", path: fp, idempotent: true})
 	if err != nil {
 		return nil, err
 	}
@@ -42,7 +57,11 @@ func (c *Client) ReadFile(ctx context.Context, path string) (io.ReadCloser, erro
 // ListDir lists the directory at path ("" for the base dir). A file is
 // an error wrapping fs.ErrInvalid.
 func (c *Client) ListDir(ctx context.Context, path string) (*wire.DirListing, error) {
-	resp, err := c.send(ctx, request{method: "GET", path: filePath(path), idempotent: true})
+	fp, err := filePath(path)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := c.send(ctx, request{method: "GET", path: fp, idempotent: true})
 	if err != nil {
 		return nil, err
 	}
@@ -66,7 +85,11 @@ func (c *Client) WriteFile(ctx context.Context, path string, r io.Reader, mode f
 	if mode != 0 {
 		q.Set("mode", fmt.Sprintf("%04o", mode.Perm()))
 	}
-	req, err := c.newHTTPRequest(ctx, request{method: "PUT", path: filePath(path), query: q})
+	fp, err := filePath(path)
+	if err != nil {
+		return err
+	}
+	req, err := c.newHTTPRequest(ctx, request{method: "PUT", path: fp, query: q})
 	if err != nil {
 		return err
 	}
@@ -96,5 +119,9 @@ func (c *Client) Remove(ctx context.Context, path string, recursive bool) error 
 	if recursive {
 		q.Set("recursive", "true")
 	}
-	return c.do(ctx, request{method: http.MethodDelete, path: filePath(path), query: q, idempotent: true}, nil)
+	fp, err := filePath(path)
+	if err != nil {
+		return err
+	}
+	return c.do(ctx, request{method: http.MethodDelete, path: fp, query: q, idempotent: true}, nil)
 }
