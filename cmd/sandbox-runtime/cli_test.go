@@ -32,8 +32,13 @@ type cliDaemon struct {
 // environment without SANDBOX_ variables, and stops it at the end.
 func startCLIDaemon(t *testing.T, env ...string) *cliDaemon {
 	t.Helper()
+	return startCLIDaemonBin(t, binPath, env...)
+}
+
+func startCLIDaemonBin(t *testing.T, bin string, env ...string) *cliDaemon {
+	t.Helper()
 	d := &cliDaemon{base: t.TempDir()}
-	cmd := exec.Command(binPath)
+	cmd := exec.Command(bin)
 	cmd.Env = append(cliEnv(), "SANDBOX_RUNTIME_ADDR=127.0.0.1:0", "SANDBOX_BASE_DIR="+d.base)
 	cmd.Env = append(cmd.Env, env...)
 	cmd.Dir = d.base
@@ -429,5 +434,119 @@ func TestCLIConnectionErrors(t *testing.T) {
 	r := runClient(t, nil, "", "--help")
 	if r.code != 0 || !strings.Contains(r.stderr+r.stdout, "--max-running") && !strings.Contains(r.stderr+r.stdout, "-max-running") {
 		t.Errorf("--help: %+v", r)
+	}
+}
+
+// TestCLIUnderTmux uses the client as a person would, in a terminal: tmux
+// runs a shell, the test types commands (send-keys) and reads the screen
+// (capture-pane). With a daemon that has terminals, exec -t runs a remote
+// shell whose size follows the window; without, -t says so.
+func TestCLIUnderTmux(t *testing.T) {
+	t.Parallel()
+	tmux, err := exec.LookPath("tmux")
+	if err != nil {
+		t.Skip("tmux is not installed")
+	}
+	bin := os.Getenv("SANDBOX_CLI_TEST_DAEMON") // a daemon binary to test against, e.g. one with terminals
+	if bin == "" {
+		bin = binPath
+	}
+	d := startCLIDaemonBin(t, bin)
+	sock := fmt.Sprintf("sandbox-cli-test-%d", os.Getpid())
+	run := func(args ...string) string {
+		t.Helper()
+		out, err := exec.Command(tmux, append([]string{"-L", sock, "-f", "/dev/null"}, args...)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("tmux %v: %v: %s", args, err, out)
+		}
+		return string(out)
+	}
+	run("new-session", "-d", "-s", "cli", "-x", "100", "-y", "30",
+		"env", "-i", "PATH="+os.Getenv("PATH"), "TERM=xterm-256color", "PS1=$ ", "SANDBOX_RUNTIME_URL="+d.url, "sh")
+	t.Cleanup(func() { exec.Command(tmux, "-L", sock, "kill-server").Run() })
+	screen := func() string { return run("capture-pane", "-p", "-J", "-t", "cli") }
+	// waitScreen polls the screen (the one place that must poll: tmux has
+	// no event for "this text appeared") until re matches, within 30 s.
+	waitScreen := func(re string) {
+		t.Helper()
+		rx := regexp.MustCompile(re)
+		deadline := time.Now().Add(30 * time.Second)
+		for !rx.MatchString(screen()) {
+			if time.Now().After(deadline) {
+				t.Fatalf("the screen never matched %q:\n%s", re, screen())
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	typeLine := func(s string) { run("send-keys", "-t", "cli", "-l", s); run("send-keys", "-t", "cli", "Enter") }
+
+	waitScreen(`(?m)^\$ $`) // the shell's prompt: it reads what is typed now
+	typeLine(binPath + " exec -- echo hi; echo rc=$?")
+	waitScreen(`(?m)^\$? ?hi\n+rc=0$`)
+	typeLine(binPath + " exec -- sh -c 'echo to-stderr >&2; exit 5'; echo rc=$?")
+	waitScreen(`(?m)^to-stderr\n+rc=5$`)
+
+	resp, err := http.Get(d.url + "/v1/info")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var info struct{ Features []string }
+	json.NewDecoder(resp.Body).Decode(&info)
+	resp.Body.Close()
+	hasPTY := false
+	for _, f := range info.Features {
+		hasPTY = hasPTY || f == "pty"
+	}
+	typeLine(binPath + " exec -t -- sh; echo rc=$?")
+	if !hasPTY {
+		waitScreen(`has no terminals: its /v1/info does not list the "pty" feature\. Run without -t[^\n]*\n(.*\n)*rc=125`)
+		return
+	}
+	// A remote shell on a terminal of the window's size; Ctrl-C reaches
+	// the remote foreground program, not the client.
+	typeLine("PS1='remote$ '; stty size")
+	waitScreen(`(?m)^30 100$`)
+	run("resize-window", "-t", "cli", "-x", "90", "-y", "25")
+	// The client forwards the SIGWINCH asynchronously: wait until the
+	// daemon reports the new size before asking the remote shell.
+	waitDaemon(t, d, "the new size", func(p *ptyState) bool { return p.PTY != nil && p.PTY.Cols == 90 && p.PTY.Rows == 25 })
+	typeLine("stty size")
+	waitScreen(`(?m)^25 90$`)
+	// Like a person: Ctrl-C once sleep runs, the next line once the shell
+	// is back at its prompt (or the terminal would flush what was typed).
+	typeLine("sleep 30")
+	waitDaemon(t, d, "sleep to run", func(p *ptyState) bool { return p.WaitingForInput != nil && !*p.WaitingForInput })
+	run("send-keys", "-t", "cli", "C-c")
+	waitDaemon(t, d, "the shell to read again", func(p *ptyState) bool { return p.WaitingForInput != nil && *p.WaitingForInput })
+	typeLine("echo after-interrupt; exit 3")
+	waitScreen(`(?m)^after-interrupt\s*\n(.*\n)*rc=3$`)
+}
+
+// ptyState is what the tmux test reads of the one running command.
+type ptyState struct {
+	PTY             *struct{ Cols, Rows int } `json:"pty"`
+	WaitingForInput *bool                     `json:"waiting_for_input"`
+}
+
+// waitDaemon polls the one running command's status until ok holds, within
+// 30 s (tmux offers no event to wait on, so the test reads the daemon).
+func waitDaemon(t *testing.T, d *cliDaemon, what string, ok func(*ptyState) bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := http.Get(d.url + "/v1/commands?state=running")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var l struct{ Commands []ptyState }
+		json.NewDecoder(resp.Body).Decode(&l)
+		resp.Body.Close()
+		if len(l.Commands) == 1 && ok(&l.Commands[0]) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("waited 30 s for %s: %+v", what, l)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
