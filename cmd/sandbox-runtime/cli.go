@@ -36,6 +36,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -494,10 +495,13 @@ func (c *cli) attachTo(ctx context.Context, st *wire.Status, fromStart bool) int
 	defer a.Close()
 	in := int(c.stdin.Fd())
 	pty := st.PTY != nil
+	restore := func() {}
 	if pty && term.IsTerminal(in) {
 		old, err := term.MakeRaw(in)
 		if err == nil {
-			defer term.Restore(in, old)
+			var once sync.Once
+			restore = func() { once.Do(func() { term.Restore(in, old) }) }
+			defer restore()
 		}
 		winch := make(chan os.Signal, 1)
 		signal.Notify(winch, syscall.SIGWINCH)
@@ -519,6 +523,7 @@ func (c *cli) attachTo(ctx context.Context, st *wire.Status, fromStart bool) int
 	for {
 		ev, err := a.Next(ctx)
 		if err != nil {
+			restore()
 			return c.fail(err, st.CommandID)
 		}
 		switch ev.Type {
@@ -536,10 +541,7 @@ func (c *cli) attachTo(ctx context.Context, st *wire.Status, fromStart bool) int
 				c.errorf("the daemon refused a frame: %s", ev.Error.Message)
 			}
 		case wire.EventExit:
-			if pty && term.IsTerminal(in) {
-				// Leave raw mode before the note, so it starts its own line.
-				fmt.Fprint(c.stdout, "\r")
-			}
+			restore() // before the note, which wants a cooked terminal
 			return c.finished(ev.Status)
 		}
 	}
