@@ -112,7 +112,7 @@ func (c *cli) flags(usage, about string) (*flag.FlagSet, *string, *string) {
 // when the command line is wrong. nargs is the number of positional
 // arguments wanted (-1: at least one).
 func (c *cli) parse(fs *flag.FlagSet, url, tokenFile *string, args []string, nargs int) (rest []string, code int, ok bool) {
-	if err := fs.Parse(args); err != nil {
+	if err := fs.Parse(splitShortFlags(fs, args)); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil, 0, false
 		}
@@ -132,6 +132,44 @@ func (c *cli) parse(fs *flag.FlagSet, url, tokenFile *string, args []string, nar
 		return nil, exitFailed, false
 	}
 	return rest, 0, true
+}
+
+// splitShortFlags expands grouped one-letter boolean flags ("-it" into
+// "-i", "-t") before the first argument that is not a flag, as people
+// type them. A group with any other letter is left for flag to refuse.
+func splitShortFlags(fs *flag.FlagSet, args []string) []string {
+	isBool := func(name string) bool {
+		f := fs.Lookup(name)
+		if f == nil {
+			return false
+		}
+		b, ok := f.Value.(interface{ IsBoolFlag() bool })
+		return ok && b.IsBoolFlag()
+	}
+	var out []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" || !strings.HasPrefix(a, "-") || a == "-" {
+			return append(out, args[i:]...)
+		}
+		name := strings.TrimLeft(a, "-")
+		grouped := strings.HasPrefix(a, "-") && !strings.HasPrefix(a, "--") && len(name) > 1 && !strings.Contains(name, "=")
+		for _, r := range name {
+			grouped = grouped && isBool(string(r))
+		}
+		if !grouped {
+			out = append(out, a)
+			if f := fs.Lookup(name); f != nil && !isBool(name) && !strings.Contains(a, "=") && i+1 < len(args) {
+				i++ // the flag's value, whatever it looks like
+				out = append(out, args[i])
+			}
+			continue
+		}
+		for _, r := range name {
+			out = append(out, "-"+string(r))
+		}
+	}
+	return out
 }
 
 func (c *cli) usageError(fs *flag.FlagSet, msg string) {

@@ -143,6 +143,8 @@ func TestCLIExec(t *testing.T) {
 		{name: "signal death is 128+N", args: []string{"exec", "--", "sh", "-c", "kill -TERM $$"}, wantCode: 143},
 		{name: "env and cwd", args: []string{"exec", "-e", "K=v=1", "-e", "L=", "-w", sub, "--", "sh", "-c", `echo "$K|$L"; pwd`}, wantOut: "v=1|\n" + sub + "\n"},
 		{name: "stdin", stdin: big, args: []string{"exec", "-i", "--", "cat"}, wantOut: big},
+		{name: "grouped flags", stdin: "x\n", args: []string{"exec", "-ie", "K=v", "--", "cat"}, wantErr: `flag provided but not defined: -ie`, wantCode: 2},
+		{name: "-w takes a value that looks like a flag", args: []string{"exec", "-w", "-it", "--", "true"}, wantErr: `cwd`, wantCode: 125},
 		{name: "no stdin without -i", stdin: "ignored", args: []string{"exec", "--", "cat"}, wantOut: ""},
 		{name: "timeout", args: []string{"exec", "--timeout", "0.5", "--", "sleep", "30"}, wantErr: `timed out after 0.5s and was killed \(SIGTERM\)`, wantCode: 143},
 		{name: "not found", args: []string{"exec", "--", "/no/such/program"}, wantErr: `/no/such/program.*no such file`, wantCode: 127},
