@@ -100,7 +100,8 @@ func (a *Attachment) Cursor() int64 { return a.cursor }
 // Next returns the next output, gap or error event, or the exit event
 // (after which it returns io.EOF). An error event answers a frame this
 // side sent that the daemon could not apply; the attachment stays usable.
-// After a disconnect Next re-dials for up to RetryFor without progress.
+// After a disconnect Next re-dials for up to RetryFor without progress;
+// ctx bounds the re-dialing. A Next waiting for a frame is ended by Close.
 func (a *Attachment) Next(ctx context.Context) (*wire.Event, error) {
 	if a.done {
 		return nil, io.EOF

@@ -43,6 +43,12 @@ func testMain(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
+	// SANDBOX_CLIENT_TEST_DAEMON runs the tests against another build (say,
+	// a branch with more features) instead of building ../cmd/sandbox-runtime.
+	if bin := os.Getenv("SANDBOX_CLIENT_TEST_DAEMON"); bin != "" {
+		daemonBin = bin
+		return m.Run()
+	}
 	daemonBin = filepath.Join(dir, "sandbox-runtime")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()

@@ -122,10 +122,12 @@ type Status struct {
 	OutputTruncated bool       `json:"output_truncated"`
 	Resources       *Resources `json:"resources"`
 
-	// The terminal fields (§4a); daemons without the "pty" feature omit them.
-	PTY             *PTYStatus `json:"pty,omitempty"`
-	PTYBytes        int64      `json:"pty_bytes,omitempty"`
-	WaitingForInput *bool      `json:"waiting_for_input,omitempty"`
+	// The terminal fields (§4a). Daemons without the "pty" feature do not
+	// send them (decoding leaves them zero); those with it send all three,
+	// null and 0 for a pipe command, as they are encoded here.
+	PTY             *PTYStatus `json:"pty"`
+	PTYBytes        int64      `json:"pty_bytes"`
+	WaitingForInput *bool      `json:"waiting_for_input"` // blocked reading its terminal or stdin pipe (a heuristic); null when it has neither
 }
 
 // Resources is what the kernel reported for the process tree at reap time.
@@ -139,7 +141,7 @@ type Resources struct {
 type PTYStatus struct {
 	Cols int    `json:"cols"`
 	Rows int    `json:"rows"`
-	Term string `json:"term,omitempty"`
+	Term string `json:"term"`
 }
 
 // CommandList is the body of GET /v1/commands.
