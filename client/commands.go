@@ -221,12 +221,16 @@ func (c *Client) follow(ctx context.Context, id string, cursor *int64, fn EventF
 			deadline = time.Now().Add(c.retryFor)
 			continue
 		}
-		if *cursor != at {
+		progressed := *cursor != at
+		if progressed {
 			b.reset()
 			deadline = time.Now().Add(c.retryFor)
 		}
 		if !c.mayResume(ctx, err, deadline) {
 			return nil, err
+		}
+		if progressed {
+			continue // the stream moved before it broke: re-open at once
 		}
 		if err := b.wait(ctx, 0); err != nil {
 			return nil, err

@@ -143,7 +143,7 @@ type daemon struct {
 // startDaemon starts the daemon with env (KEY=VALUE) on top of the test's
 // environment without any SANDBOX_ variable, and stops it (SIGTERM, then
 // SIGKILL) when the test ends.
-func startDaemon(t *testing.T, env ...string) *daemon {
+func startDaemon(t testing.TB, env ...string) *daemon {
 	t.Helper()
 	d := &daemon{base: t.TempDir(), done: make(chan struct{})}
 	var full []string

@@ -37,7 +37,7 @@ const requestCutEvery = 5
 // from it; -1 is no limit, 0 cuts at the first byte.
 type cutLimits struct{ up, down int }
 
-func newCutProxy(t *testing.T, target string, maxDown int, seed uint64, script ...cutLimits) *cutProxy {
+func newCutProxy(t testing.TB, target string, maxDown int, seed uint64, script ...cutLimits) *cutProxy {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
