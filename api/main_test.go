@@ -18,9 +18,6 @@ import (
 var testReaper *procgroup.Reaper
 
 func TestMain(m *testing.M) {
-	if spec := os.Getenv(helperWriteSpec); spec != "" { // a child of a test: see runWriteSpec
-		os.Exit(runWriteSpec(spec))
-	}
 	r, err := procgroup.NewReaper(nil)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "reaper:", err)

@@ -64,12 +64,6 @@ type streamOptions struct {
 // streamEvents sends the events of c from o.cursor to sink until the
 // command's exit event, the end of the window, or the end of ctx (the client
 // went away: nothing more is sent). It never affects the command.
-//
-// The window, shutdown and the client's departure are checked on every
-// pass, not only once the stream has caught up: a reader slower than the
-// command would otherwise keep a stream open for as long as there is
-// output. The sink bounds each write (see ndjsonSink), so one pass takes
-// at most one batch.
 func (s *Server) streamEvents(ctx context.Context, c *runtime.Command, o streamOptions, sink eventSink) error {
 	var (
 		buf    []byte
@@ -87,15 +81,6 @@ func (s *Server) streamEvents(ctx context.Context, c *runtime.Command, o streamO
 		hbC = hb.C
 	}
 	for {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-s.streamsCtx.Done():
-			return s.endEvent(sink, &line, "shutting_down", cursor)
-		case <-window.C:
-			return s.endEvent(sink, &line, "max_wait", cursor)
-		default:
-		}
 		notify := c.Notify()
 		res, err := c.Read(cursor, maxReadBytes, buf[:0], recs[:0])
 		if err != nil {
@@ -122,25 +107,22 @@ func (s *Server) streamEvents(ctx context.Context, c *runtime.Command, o streamO
 					res.Next = r.Cursor + int64(cut)
 				}
 			}
-			// Positions come from the bytes sent: off is where the next
-			// event's data starts in r.Data, whatever was cut above.
-			for off := 0; off < len(data); {
-				n := min(len(data)-off, maxEventData)
-				if off+n < len(data) {
-					n = runeBoundary(data[off:], n)
+			for len(data) > 0 {
+				n := min(len(data), maxEventData)
+				if n < len(data) {
+					n = runeBoundary(data, n)
 				}
-				at := r.Cursor + int64(off)
-				chunk := data[off : off+n]
+				at := r.Cursor + int64(len(r.Data)-len(data))
 				if bs, ok := sink.(bufferedSink); ok { // encode in place: one copy less
-					err = bs.commit(appendOutputEvent(bs.buffer(), r.Stream, at, chunk))
+					err = bs.commit(appendOutputEvent(bs.buffer(), r.Stream, at, data[:n]))
 				} else {
-					line = appendOutputEvent(line[:0], r.Stream, at, chunk)
+					line = appendOutputEvent(line[:0], r.Stream, at, data[:n])
 					err = sink.event(line)
 				}
 				if err != nil {
 					return err
 				}
-				off += n
+				data = data[n:]
 			}
 			sent = true
 		}
@@ -161,7 +143,7 @@ func (s *Server) streamEvents(ctx context.Context, c *runtime.Command, o streamO
 				hb.Reset(o.heartbeatEvery)
 			}
 			if len(recs) > 0 && res.Next < c.NextCursor() {
-				continue // more is retained already: keep reading (the deadlines are checked above)
+				continue // more is retained already: keep reading
 			}
 		}
 		if !o.follow {
