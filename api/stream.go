@@ -107,22 +107,25 @@ func (s *Server) streamEvents(ctx context.Context, c *runtime.Command, o streamO
 					res.Next = r.Cursor + int64(cut)
 				}
 			}
-			for len(data) > 0 {
-				n := min(len(data), maxEventData)
-				if n < len(data) {
-					n = runeBoundary(data, n)
+			// Positions come from the bytes sent: off is where the next
+			// event's data starts in r.Data, whatever was cut above.
+			for off := 0; off < len(data); {
+				n := min(len(data)-off, maxEventData)
+				if off+n < len(data) {
+					n = runeBoundary(data[off:], n)
 				}
-				at := r.Cursor + int64(len(r.Data)-len(data))
+				at := r.Cursor + int64(off)
+				chunk := data[off : off+n]
 				if bs, ok := sink.(bufferedSink); ok { // encode in place: one copy less
-					err = bs.commit(appendOutputEvent(bs.buffer(), r.Stream, at, data[:n]))
+					err = bs.commit(appendOutputEvent(bs.buffer(), r.Stream, at, chunk))
 				} else {
-					line = appendOutputEvent(line[:0], r.Stream, at, data[:n])
+					line = appendOutputEvent(line[:0], r.Stream, at, chunk)
 					err = sink.event(line)
 				}
 				if err != nil {
 					return err
 				}
-				data = data[n:]
+				off += n
 			}
 			sent = true
 		}
