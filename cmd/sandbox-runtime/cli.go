@@ -515,13 +515,13 @@ func (c *cli) executeTTY(ctx context.Context, f *createFlags, argv []string) int
 	if err != nil {
 		return c.fail(err, "")
 	}
-	return c.attachTo(ctx, st, true)
+	return c.attachTo(ctx, st, true, true)
 }
 
 // attachTo follows command st over WebSocket until it exits, forwarding
 // stdin (raw, when it is a terminal and the command has one), window sizes
 // and signals. It returns the exit code.
-func (c *cli) attachTo(ctx context.Context, st *wire.Status, fromStart bool) int {
+func (c *cli) attachTo(ctx context.Context, st *wire.Status, fromStart, withStdin bool) int {
 	var cursor int64
 	if !fromStart {
 		cursor = st.RetainedFrom
@@ -552,7 +552,7 @@ func (c *cli) attachTo(ctx context.Context, st *wire.Status, fromStart bool) int
 			}
 		}()
 	}
-	if pty || (st.Stdin && !st.StdinClosed) {
+	if withStdin && (pty || (st.Stdin && !st.StdinClosed)) {
 		go c.pumpStdin(ctx, a.Stdin)
 	}
 	started := make(chan string, 1)
@@ -586,7 +586,8 @@ func (c *cli) attachTo(ctx context.Context, st *wire.Status, fromStart bool) int
 }
 
 func (c *cli) attach(args []string) int {
-	fs, url, tok := c.flags("attach ID", "Attaches to a running command: shows its retained output and what follows, forwards stdin (when the command has it), signals and, on a terminal, the window size. Exits with the command's exit code.")
+	fs, url, tok := c.flags("attach [--no-stdin] ID", "Attaches to a running command: shows its retained output and what follows, forwards stdin (when the command has it; its end closes the command's stdin), signals and, on a terminal, the window size. Exits with the command's exit code.")
+	noStdin := fs.Bool("no-stdin", false, "do not forward stdin (the command's stays open)")
 	rest, code, ok := c.parse(fs, url, tok, args, 1)
 	if !ok {
 		return code
@@ -596,7 +597,7 @@ func (c *cli) attach(args []string) int {
 	if err != nil {
 		return c.fail(err, rest[0])
 	}
-	return c.attachTo(ctx, st, false)
+	return c.attachTo(ctx, st, false, !*noStdin)
 }
 
 func (c *cli) ps(args []string) int {

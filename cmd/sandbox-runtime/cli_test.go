@@ -293,6 +293,44 @@ func TestCLIAttach(t *testing.T) {
 	if r.code != 4 || r.stdout != "before\ngot:hello\n" {
 		t.Errorf("attach: %+v; want exit 4 and before, got:hello", r)
 	}
+
+	// --no-stdin: the client's empty stdin does not close the command's,
+	// which then still takes a write through the API.
+	resp, err = http.Post(d.url+"/v1/commands", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	json.NewDecoder(resp.Body).Decode(&st)
+	resp.Body.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	att := exec.CommandContext(ctx, binPath, "attach", "--no-stdin", st.CommandID)
+	att.Env = append(cliEnv(), env...)
+	att.Stdin = strings.NewReader("") // at EOF at once
+	out, err := att.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := att.Start(); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(out)
+	if line, err := br.ReadString('\n'); line != "before\n" {
+		t.Fatalf("attach --no-stdin: first line %q, %v", line, err)
+	}
+	resp, err = http.Post(d.url+"/v1/commands/"+st.CommandID+"/stdin", "application/json", strings.NewReader(`{"data":"late\n","eof":true}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 202 {
+		t.Errorf("stdin after attach --no-stdin: %d, want 202 (the client must not have closed it)", resp.StatusCode)
+	}
+	rest, _ := io.ReadAll(br)
+	err = att.Wait()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 4 || string(rest) != "got:late\n" {
+		t.Errorf("attach --no-stdin: %v, then %q; want exit 4 after got:late", err, rest)
+	}
 }
 
 func TestCLISignalForwarding(t *testing.T) {
