@@ -306,7 +306,12 @@ func TestCLIAttach(t *testing.T) {
 	defer cancel()
 	att := exec.CommandContext(ctx, binPath, "attach", "--no-stdin", st.CommandID)
 	att.Env = append(cliEnv(), env...)
-	att.Stdin = strings.NewReader("") // at EOF at once
+	devnull, err := os.Open(os.DevNull) // at EOF at once, with no copying goroutine in between
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer devnull.Close()
+	att.Stdin = devnull
 	out, err := att.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
