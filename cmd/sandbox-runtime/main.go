@@ -62,6 +62,9 @@ import (
 var version = "dev"
 
 func main() {
+	if len(os.Args) > 1 && isCLICommand(os.Args[1]) { // the client (cli.go)
+		os.Exit(runCLI(os.Args[1:], os.Getenv))
+	}
 	cfg, err := loadConfig(os.Args[1:], os.Getenv, os.Stdout)
 	if errors.Is(err, flag.ErrHelp) {
 		os.Exit(0)

@@ -1,0 +1,274 @@
+package client
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/sandbox-runtime/sandbox-runtime/wire"
+)
+
+// Attachment is a WebSocket attached to one command: its events, and
+// frames for stdin, signals, kill and resize. Next must be called from one
+// goroutine at a time; the send methods and Close may be called from any.
+//
+// When the connection breaks, Next dials again from the next_cursor of the
+// last event it returned, so events are delivered exactly once. A frame
+// sent while the connection is breaking may be lost (WebSocket frames are
+// not acknowledged): use Client.Stdin where every byte must arrive.
+type Attachment struct {
+	c  *Client
+	id string
+
+	mu     sync.Mutex      // guards conn and closed
+	conn   *websocket.Conn // the current connection
+	closed bool
+
+	// Only Next touches these.
+	cursor int64 // next_cursor of the last event returned
+	done   bool  // the exit event was returned
+}
+
+// Attach opens a WebSocket on command id from cursor.
+func (c *Client) Attach(ctx context.Context, id string, cursor int64) (*Attachment, error) {
+	a := &Attachment{c: c, id: id, cursor: cursor}
+	conn, err := a.dial(ctx)
+	if err != nil {
+		return nil, err
+	}
+	a.conn = conn
+	return a, nil
+}
+
+func (a *Attachment) dial(ctx context.Context) (*websocket.Conn, error) {
+	u := *a.c.base
+	switch u.Scheme {
+	case "https":
+		u.Scheme = "wss"
+	default:
+		u.Scheme = "ws"
+	}
+	u.Path += "/v1/commands/" + a.id + "/attach"
+	u.RawPath = a.c.base.Path + commandPath(a.id, "attach")
+	u.RawQuery = url.Values{"cursor": {strconv.FormatInt(a.cursor, 10)}}.Encode()
+	d := websocket.Dialer{NetDialContext: a.c.dialer.DialContext, HandshakeTimeout: 10 * time.Second}
+	h := http.Header{}
+	a.c.authorize(h)
+	conn, resp, err := d.DialContext(ctx, u.String(), h)
+	if err != nil {
+		if resp != nil && resp.StatusCode != http.StatusSwitchingProtocols {
+			return nil, readError(resp)
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, a.c.describe(err)
+	}
+	a.c.reached.Store(true)
+	// The daemon pings every 10 s; a longer silence is a dead connection.
+	conn.SetReadDeadline(time.Now().Add(idleTimeout))
+	conn.SetPingHandler(func(data string) error {
+		conn.SetReadDeadline(time.Now().Add(idleTimeout))
+		err := conn.WriteControl(websocket.PongMessage, []byte(data), time.Now().Add(10*time.Second))
+		if errors.Is(err, websocket.ErrCloseSent) {
+			return nil
+		}
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			return nil
+		}
+		return err
+	})
+	return conn, nil
+}
+
+// Cursor returns the next_cursor of the last event Next returned.
+func (a *Attachment) Cursor() int64 { return a.cursor }
+
+// Next returns the next output, gap or error event, or the exit event
+// (after which it returns io.EOF). An error event answers a frame this
+// side sent that the daemon could not apply; the attachment stays usable.
+// After a disconnect Next re-dials for up to RetryFor without progress;
+// ctx bounds the re-dialing. A Next waiting for a frame is ended by Close.
+func (a *Attachment) Next(ctx context.Context) (*wire.Event, error) {
+	if a.done {
+		return nil, io.EOF
+	}
+	var b backoff
+	deadline := time.Now().Add(a.c.retryFor)
+	for {
+		a.mu.Lock()
+		conn, closed := a.conn, a.closed
+		a.mu.Unlock()
+		if closed {
+			return nil, net.ErrClosed
+		}
+		var err error
+		if conn != nil {
+			var ev *wire.Event
+			ev, err = a.read(conn)
+			if err == nil && ev != nil {
+				return ev, nil
+			}
+			if err == nil { // a frame to skip
+				continue
+			}
+			if errors.Is(err, ErrStreamBroken) || errors.Is(err, errCallback) {
+				return nil, err
+			}
+			conn.Close()
+		}
+		// Dial again from the cursor.
+		if conn != nil && !time.Now().Before(deadline) || a.c.retryFor < 0 {
+			return nil, fmt.Errorf("the attachment broke off and could not be resumed: %w", err)
+		}
+		if werr := b.wait(ctx, 0); werr != nil {
+			return nil, werr
+		}
+		nc, derr := a.dial(ctx)
+		if derr != nil {
+			if ctx.Err() != nil || !retryable(derr) || !time.Now().Before(deadline) {
+				return nil, derr
+			}
+			a.swap(nil)
+			continue
+		}
+		if !a.swap(nc) {
+			nc.Close()
+			return nil, net.ErrClosed
+		}
+		b.reset()
+	}
+}
+
+// swap installs conn as the current connection, unless Close was called.
+func (a *Attachment) swap(conn *websocket.Conn) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.closed {
+		return false
+	}
+	a.conn = conn
+	return true
+}
+
+// read reads one frame: an event to return, nil for one to skip, or an
+// error when the connection is over.
+func (a *Attachment) read(conn *websocket.Conn) (*wire.Event, error) {
+	kind, data, err := conn.ReadMessage()
+	if err != nil {
+		return nil, err
+	}
+	conn.SetReadDeadline(time.Now().Add(idleTimeout))
+	if kind != websocket.TextMessage {
+		return nil, nil
+	}
+	var ev wire.Event
+	if err := json.Unmarshal(data, &ev); err != nil {
+		return nil, fmt.Errorf("%w: a frame is not an event: %v", ErrStreamBroken, err)
+	}
+	switch ev.Type {
+	case wire.EventError:
+		return &ev, nil
+	case wire.EventEnd:
+		// The window closed (the daemon is shutting down): dial again.
+		return nil, fmt.Errorf("the daemon ended the attachment: %s", ev.Reason)
+	}
+	var got *wire.Event
+	done, err := processEvent(&ev, &a.cursor, func(e *wire.Event) error { got = e; return nil })
+	if err != nil {
+		return nil, err
+	}
+	if done {
+		a.done = true
+		a.cursor = ev.NextCursor
+		conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, ""), time.Now().Add(time.Second))
+		return &ev, nil
+	}
+	return got, nil
+}
+
+// send writes one client frame on the current connection.
+func (a *Attachment) send(f wire.ClientFrame) error {
+	data, err := json.Marshal(f)
+	if err != nil {
+		return err
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.closed {
+		return net.ErrClosed
+	}
+	if a.conn == nil {
+		return errors.New("the attachment is reconnecting; the frame was not sent")
+	}
+	a.conn.SetWriteDeadline(time.Now().Add(10 * time.Second))
+	return a.conn.WriteMessage(websocket.TextMessage, data)
+}
+
+// Stdin sends data (and eof) to the command's stdin or terminal, in frames
+// of at most 256 KiB, as text when UTF-8 and base64 otherwise.
+func (a *Attachment) Stdin(data []byte, eof bool) error {
+	for first := true; first || len(data) > 0; first = false {
+		n := min(len(data), stdinChunk)
+		if n < len(data) {
+			for i := n; i > n-utf8.UTFMax && i > 0; i-- {
+				if utf8.RuneStart(data[i]) {
+					n = i
+					break
+				}
+			}
+		}
+		f := wire.ClientFrame{Type: wire.FrameStdin, EOF: eof && n == len(data)}
+		if utf8.Valid(data[:n]) {
+			f.Data = string(data[:n])
+		} else {
+			f.Data, f.Encoding = base64.StdEncoding.EncodeToString(data[:n]), wire.EncodingBase64
+		}
+		if err := a.send(f); err != nil {
+			return err
+		}
+		data = data[n:]
+	}
+	return nil
+}
+
+// Signal sends sig to the command's process group.
+func (a *Attachment) Signal(sig string) error {
+	return a.send(wire.ClientFrame{Type: wire.FrameSignal, Signal: wire.Signal(sig)})
+}
+
+// Kill asks the daemon to end the command; Next then returns its exit.
+func (a *Attachment) Kill() error { return a.send(wire.ClientFrame{Type: wire.FrameKill}) }
+
+// Resize sets the terminal size of a PTY command.
+func (a *Attachment) Resize(cols, rows int) error {
+	return a.send(wire.ClientFrame{Type: wire.FrameResize, Cols: cols, Rows: rows})
+}
+
+// Close closes the connection; the command is unaffected. A Next in
+// progress returns net.ErrClosed.
+func (a *Attachment) Close() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.closed {
+		return nil
+	}
+	a.closed = true
+	if a.conn != nil {
+		return a.conn.Close()
+	}
+	return nil
+}

@@ -1,0 +1,832 @@
+//go:build linux
+
+package main
+
+// The command-line client: the same binary, with a subcommand as its first
+// argument, talks to a daemon over the v1 API (package client). Without a
+// subcommand the binary is the daemon, as before.
+//
+//	sandbox-runtime exec [-i] [-t] [-e K=V]… [-w DIR] [--timeout S] -- ARGV…
+//	sandbox-runtime run -d [-e K=V]… [-w DIR] [--timeout S] -- ARGV…
+//	sandbox-runtime ps [-q] [--state STATE]
+//	sandbox-runtime logs [-f] ID
+//	sandbox-runtime attach ID
+//	sandbox-runtime kill [-s SIGNAL] ID
+//	sandbox-runtime cp SRC DST        (":path" is in the sandbox, "-" is stdin/stdout)
+//
+// Every subcommand takes --url (SANDBOX_RUNTIME_URL, default
+// http://127.0.0.1:8888) and --token-file; the token may also come from
+// SANDBOX_RUNTIME_TOKEN (the token itself) or SANDBOX_RUNTIME_TOKEN_FILE
+// (the daemon's own variable, so that the client works inside the pod).
+//
+// Exit codes: exec, run and attach exit with the command's code, 128+N
+// when signal N ended it (as shells do); 125 when the client or the daemon
+// failed; 126 when the command could not be started, 127 when it was not
+// found; 2 for a usage error.
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"net"
+	"os"
+	"os/signal"
+	"path"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/google/uuid"
+	"golang.org/x/term"
+
+	srclient "github.com/sandbox-runtime/sandbox-runtime/client"
+	"github.com/sandbox-runtime/sandbox-runtime/wire"
+)
+
+// Exit codes of the client itself.
+const (
+	exitUsage      = 2
+	exitFailed     = 125 // the client or the daemon failed (docker's convention)
+	exitCannotRun  = 126
+	exitNotFound   = 127
+	defaultTermEnv = "xterm-256color"
+)
+
+// cliCommands maps each subcommand to its function.
+var cliCommands = map[string]func(*cli, []string) int{
+	"exec":   (*cli).exec,
+	"run":    (*cli).run,
+	"ps":     (*cli).ps,
+	"logs":   (*cli).logs,
+	"attach": (*cli).attach,
+	"kill":   (*cli).kill,
+	"cp":     (*cli).cp,
+}
+
+// isCLICommand reports whether arg (the first argument) names a
+// subcommand; anything else is for the daemon.
+func isCLICommand(arg string) bool {
+	_, ok := cliCommands[arg]
+	return ok
+}
+
+// cli is one run of the client.
+type cli struct {
+	name   string // the subcommand
+	getenv func(string) string
+	stdin  *os.File
+	stdout io.Writer
+	stderr io.Writer
+
+	url       string
+	tokenFrom string // where the token came from, for messages; "" without one
+	c         *srclient.Client
+}
+
+// runCLI runs the subcommand args[0] and returns the exit code.
+func runCLI(args []string, getenv func(string) string) int {
+	c := &cli{name: args[0], getenv: getenv, stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr}
+	return cliCommands[args[0]](c, args[1:])
+}
+
+// flags returns a flag set with the connection flags; usage is the line
+// after "usage: sandbox-runtime ".
+func (c *cli) flags(usage, about string) (*flag.FlagSet, *string, *string) {
+	fs := flag.NewFlagSet(c.name, flag.ContinueOnError)
+	fs.SetOutput(c.stderr)
+	url := fs.String("url", "", "the daemon's URL (default $SANDBOX_RUNTIME_URL, else "+srclient.DefaultURL+")")
+	tokenFile := fs.String("token-file", "", "a file holding the bearer token (default: $SANDBOX_RUNTIME_TOKEN, else $SANDBOX_RUNTIME_TOKEN_FILE)")
+	fs.Usage = func() {
+		fmt.Fprintf(c.stderr, "usage: sandbox-runtime %s\n\n%s\n\nflags:\n", usage, about)
+		fs.PrintDefaults()
+	}
+	return fs, url, tokenFile
+}
+
+// parse parses args and connects; it returns false (after saying why)
+// when the command line is wrong. nargs is the number of positional
+// arguments wanted (-1: at least one).
+func (c *cli) parse(fs *flag.FlagSet, url, tokenFile *string, args []string, nargs int) (rest []string, code int, ok bool) {
+	if err := fs.Parse(splitShortFlags(fs, args)); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil, 0, false
+		}
+		return nil, exitUsage, false
+	}
+	rest = fs.Args()
+	switch {
+	case nargs == -1 && len(rest) == 0:
+		c.usageError(fs, "name the command to run after the flags, e.g. -- echo hi")
+		return nil, exitUsage, false
+	case nargs >= 0 && len(rest) != nargs:
+		c.usageError(fs, fmt.Sprintf("wants %d argument(s), got %d", nargs, len(rest)))
+		return nil, exitUsage, false
+	}
+	if err := c.connect(*url, *tokenFile); err != nil {
+		c.errorf("%v", err)
+		return nil, exitFailed, false
+	}
+	return rest, 0, true
+}
+
+// splitShortFlags expands grouped one-letter boolean flags ("-it" into
+// "-i", "-t") before the first argument that is not a flag, as people
+// type them. A group with any other letter is left for flag to refuse.
+func splitShortFlags(fs *flag.FlagSet, args []string) []string {
+	isBool := func(name string) bool {
+		f := fs.Lookup(name)
+		if f == nil {
+			return false
+		}
+		b, ok := f.Value.(interface{ IsBoolFlag() bool })
+		return ok && b.IsBoolFlag()
+	}
+	var out []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" || !strings.HasPrefix(a, "-") || a == "-" {
+			return append(out, args[i:]...)
+		}
+		name := strings.TrimLeft(a, "-")
+		grouped := strings.HasPrefix(a, "-") && !strings.HasPrefix(a, "--") && len(name) > 1 && !strings.Contains(name, "=")
+		for _, r := range name {
+			grouped = grouped && isBool(string(r))
+		}
+		if !grouped {
+			out = append(out, a)
+			if f := fs.Lookup(name); f != nil && !isBool(name) && !strings.Contains(a, "=") && i+1 < len(args) {
+				i++ // the flag's value, whatever it looks like
+				out = append(out, args[i])
+			}
+			continue
+		}
+		for _, r := range name {
+			out = append(out, "-"+string(r))
+		}
+	}
+	return out
+}
+
+func (c *cli) usageError(fs *flag.FlagSet, msg string) {
+	fmt.Fprintf(c.stderr, "sandbox-runtime %s: %s\n", c.name, msg)
+	fs.Usage()
+}
+
+func (c *cli) errorf(format string, args ...any) {
+	fmt.Fprintf(c.stderr, "sandbox-runtime %s: %s\n", c.name, fmt.Sprintf(format, args...))
+}
+
+// connect makes the client from the flags and the environment.
+func (c *cli) connect(url, tokenFile string) error {
+	if url == "" {
+		url = c.getenv("SANDBOX_RUNTIME_URL")
+	}
+	if url == "" {
+		url = srclient.DefaultURL
+	}
+	var token string
+	switch {
+	case tokenFile != "":
+		t, err := readToken(tokenFile)
+		if err != nil {
+			return err
+		}
+		token, c.tokenFrom = t, "--token-file "+tokenFile
+	case c.getenv("SANDBOX_RUNTIME_TOKEN") != "":
+		token, c.tokenFrom = strings.TrimSpace(c.getenv("SANDBOX_RUNTIME_TOKEN")), "SANDBOX_RUNTIME_TOKEN"
+	case c.getenv("SANDBOX_RUNTIME_TOKEN_FILE") != "":
+		f := c.getenv("SANDBOX_RUNTIME_TOKEN_FILE")
+		t, err := readToken(f)
+		if err != nil {
+			return err
+		}
+		token, c.tokenFrom = t, "SANDBOX_RUNTIME_TOKEN_FILE="+f
+	}
+	cl, err := srclient.New(url, srclient.Options{Token: token})
+	if err != nil {
+		return fmt.Errorf("%v (set by --url or SANDBOX_RUNTIME_URL)", err)
+	}
+	c.url, c.c = cl.URL(), cl
+	return nil
+}
+
+func readToken(file string) (string, error) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return "", fmt.Errorf("cannot read the token file: %v", err)
+	}
+	t := strings.TrimSpace(string(b))
+	if t == "" {
+		return "", fmt.Errorf("the token file %s is empty", file)
+	}
+	return t, nil
+}
+
+// fail reports err the way a person would explain it and returns the
+// exit code that goes with it. id, when known, is the command concerned.
+func (c *cli) fail(err error, id string) int {
+	var te *srclient.TransportError
+	var e *srclient.Error
+	switch {
+	case errors.Is(err, context.Canceled):
+		return exitFailed
+	case errors.As(err, &te):
+		var op *net.OpError
+		if errors.Is(err, syscall.ECONNREFUSED) {
+			c.errorf("cannot reach the sandbox runtime at %s: nothing is listening there. Is the daemon running? (--url or SANDBOX_RUNTIME_URL says where it is)", c.url)
+		} else if errors.As(err, &op) && op.Op == "dial" {
+			c.errorf("cannot reach the sandbox runtime at %s: %v", c.url, op.Err)
+		} else {
+			c.errorf("lost the connection to the sandbox runtime at %s: %v", c.url, te.Err)
+		}
+		return exitFailed
+	case errors.As(err, &e):
+		switch e.Code {
+		case wire.CodeUnauthorized:
+			if c.tokenFrom == "" {
+				c.errorf("the sandbox runtime at %s wants a token: pass --token-file FILE or set SANDBOX_RUNTIME_TOKEN", c.url)
+			} else {
+				c.errorf("the sandbox runtime at %s refused the token from %s", c.url, c.tokenFrom)
+			}
+		case wire.CodeNotFound:
+			if id != "" {
+				c.errorf("there is no command %s (sandbox-runtime ps lists them)", id)
+			} else {
+				c.errorf("%s", e.Message)
+			}
+		case wire.CodeGone:
+			why := "its result expired"
+			if e.Reason == wire.GoneEvicted {
+				why = "it was evicted to make room for newer commands"
+			}
+			c.errorf("command %s is gone: %s", id, why)
+		case wire.CodeSpawnFailed:
+			c.errorf("%s", e.Message)
+			if strings.Contains(e.Message, "not found") || strings.Contains(e.Message, "no such file") {
+				return exitNotFound
+			}
+			return exitCannotRun
+		case wire.CodeTooManyRunning:
+			c.errorf("%s; try again when one has finished", e.Message)
+		case wire.CodeShuttingDown:
+			c.errorf("the sandbox runtime at %s is shutting down", c.url)
+		case "":
+			c.errorf("the sandbox runtime at %s answered HTTP %d: %s", c.url, e.StatusCode, e.Message)
+		default:
+			c.errorf("%s", e.Message)
+		}
+		return exitFailed
+	}
+	c.errorf("%v", err)
+	return exitFailed
+}
+
+// createFlags are the flags of exec and run.
+type createFlags struct {
+	interactive, tty, detach bool
+	envs                     envFlag
+	dir                      string
+	timeout                  float64
+}
+
+type envFlag map[string]string
+
+func (e envFlag) String() string { return "" }
+func (e envFlag) Set(kv string) error {
+	k, v, ok := strings.Cut(kv, "=")
+	if !ok || k == "" {
+		return fmt.Errorf("%q is not K=V", kv)
+	}
+	e[k] = v
+	return nil
+}
+
+func (c *cli) createFlagSet(usage, about string, detach bool) (*flag.FlagSet, *createFlags, *string, *string) {
+	fs, url, tok := c.flags(usage, about)
+	f := &createFlags{envs: envFlag{}}
+	if detach {
+		fs.BoolVar(&f.detach, "d", false, "start it in the background and print its id")
+	}
+	fs.BoolVar(&f.interactive, "i", false, "forward this terminal's stdin to the command")
+	fs.BoolVar(&f.tty, "t", false, "run it on a terminal (when the daemon has them): raw local terminal, window size forwarded; implies -i")
+	fs.Var(f.envs, "e", "set an environment variable K=V (repeatable)")
+	fs.StringVar(&f.dir, "w", "", "the working directory (absolute; default the daemon's base dir)")
+	fs.Float64Var(&f.timeout, "timeout", 0, "seconds before the command is killed (default the daemon's, 60 s)")
+	return fs, f, url, tok
+}
+
+func (f *createFlags) request(argv []string) wire.CreateRequest {
+	r := wire.CreateRequest{Argv: argv, Cwd: f.dir, Timeout: f.timeout, Stdin: f.interactive && !f.tty}
+	if len(f.envs) > 0 {
+		r.Envs = f.envs
+	}
+	return r
+}
+
+const execUsage = "exec [-i] [-t] [-e K=V]… [-w DIR] [--timeout S] -- ARGV…"
+
+func (c *cli) exec(args []string) int {
+	fs, f, url, tok := c.createFlagSet(execUsage, "Runs ARGV in the sandbox, streams its output here and exits with its exit code (128+N for signal N).", false)
+	argv, code, ok := c.parse(fs, url, tok, args, -1)
+	if !ok {
+		return code
+	}
+	if f.timeout < 0 {
+		c.usageError(fs, "--timeout must be a positive number of seconds")
+		return exitUsage
+	}
+	return c.execute(f, argv)
+}
+
+func (c *cli) run(args []string) int {
+	fs, f, url, tok := c.createFlagSet("run [-d] [-i] [-t] [-e K=V]… [-w DIR] [--timeout S] -- ARGV…",
+		"Like exec; with -d it starts ARGV in the background and prints its command id.", true)
+	argv, code, ok := c.parse(fs, url, tok, args, -1)
+	if !ok {
+		return code
+	}
+	if !f.detach {
+		return c.execute(f, argv)
+	}
+	if f.tty || f.interactive {
+		c.usageError(fs, "-d runs in the background: it cannot be combined with -i or -t (use attach later)")
+		return exitUsage
+	}
+	st, err := c.c.Start(context.Background(), f.request(argv))
+	if err != nil {
+		return c.fail(err, "")
+	}
+	fmt.Fprintln(c.stdout, st.CommandID)
+	return 0
+}
+
+// execute runs a command in the foreground.
+func (c *cli) execute(f *createFlags, argv []string) int {
+	ctx := context.Background()
+	if f.tty {
+		return c.executeTTY(ctx, f, argv)
+	}
+	req := f.request(argv)
+	req.CommandID = uuid.NewString() // known before the create, for messages
+	started := make(chan string, 1)
+	go c.forwardSignals(ctx, started, func(id string, sig os.Signal) {
+		c.c.Signal(ctx, id, signalName(sig)) // a finished command needs no signal: the error is moot
+	})
+	res, err := c.c.Run(ctx, req, srclient.RunOptions{
+		CollectLimit: -1,
+		Stdout:       func(b []byte) { c.stdout.Write(b) },
+		Stderr:       func(b []byte) { c.stderr.Write(b) },
+		OnGap:        c.gapNote,
+		OnStart: func(st *wire.Status) {
+			started <- st.CommandID
+			if f.interactive {
+				go c.pumpStdin(ctx, func(b []byte, eof bool) error {
+					_, err := c.c.Stdin(ctx, st.CommandID, b, eof)
+					return err
+				})
+			}
+		},
+	})
+	if err != nil {
+		return c.fail(err, req.CommandID)
+	}
+	return c.finished(res.Status)
+}
+
+// forwardSignals relays SIGINT, SIGTERM, SIGHUP and SIGQUIT to the command
+// once its id arrives on started; until then they wait.
+func (c *cli) forwardSignals(ctx context.Context, started <-chan string, send func(id string, sig os.Signal)) {
+	ch := make(chan os.Signal, 8)
+	signal.Notify(ch, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
+	id := <-started
+	for sig := range ch {
+		send(id, sig)
+	}
+}
+
+// signalName names one of the forwarded signals for the daemon.
+func signalName(sig os.Signal) string {
+	switch sig {
+	case syscall.SIGINT:
+		return "SIGINT"
+	case syscall.SIGTERM:
+		return "SIGTERM"
+	case syscall.SIGHUP:
+		return "SIGHUP"
+	case syscall.SIGQUIT:
+		return "SIGQUIT"
+	}
+	if s, ok := sig.(syscall.Signal); ok {
+		return strconv.Itoa(int(s))
+	}
+	return sig.String()
+}
+
+// pumpStdin copies this process's stdin to send until EOF, which it sends
+// too. It stops quietly when the command no longer takes input.
+func (c *cli) pumpStdin(ctx context.Context, send func(b []byte, eof bool) error) {
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := c.stdin.Read(buf)
+		if n > 0 {
+			if serr := send(buf[:n], false); serr != nil {
+				c.stdinError(serr)
+				return
+			}
+		}
+		if err != nil {
+			if serr := send(nil, true); serr != nil && err == io.EOF {
+				c.stdinError(serr)
+			}
+			return
+		}
+	}
+}
+
+func (c *cli) stdinError(err error) {
+	switch srclient.ErrorCode(err) {
+	case wire.CodeFinished, wire.CodeStdinClosed:
+		return // the command is done with its input
+	}
+	c.errorf("forwarding stdin: %v", err)
+}
+
+func (c *cli) gapNote(dropped int64) {
+	c.errorf("%d bytes of output were dropped before they could be read (the daemon keeps only the most recent output)", dropped)
+}
+
+// finished reports how the command ended, when that needs saying, and
+// returns the exit code.
+func (c *cli) finished(st *wire.Status) int {
+	sig := ""
+	if st.Signal != nil {
+		sig = " (" + *st.Signal + ")"
+	}
+	switch st.State {
+	case wire.StateTimedOut:
+		c.errorf("the command timed out after %gs and was killed%s", st.TimeoutSeconds, sig)
+	case wire.StateCancelled:
+		c.errorf("the command was killed by a kill request%s", sig)
+	case wire.StateTerminated:
+		c.errorf("the sandbox runtime shut down and ended the command%s", sig)
+	}
+	code := srclient.ExitCode(st)
+	if code < 0 {
+		return exitFailed
+	}
+	return code
+}
+
+// executeTTY runs a command on a terminal, attached over WebSocket.
+func (c *cli) executeTTY(ctx context.Context, f *createFlags, argv []string) int {
+	info, err := c.c.Info(ctx)
+	if err != nil {
+		return c.fail(err, "")
+	}
+	if !info.HasFeature(wire.FeaturePTY) {
+		c.errorf("the sandbox runtime at %s (version %s) has no terminals: its /v1/info does not list the %q feature. Run without -t (add -i to forward stdin)", c.url, info.Version, wire.FeaturePTY)
+		return exitFailed
+	}
+	in := int(c.stdin.Fd())
+	if !term.IsTerminal(in) {
+		c.errorf("-t needs a terminal, and stdin is not one. Run without -t (add -i to forward stdin)")
+		return exitFailed
+	}
+	out := in
+	if o, ok := c.stdout.(*os.File); ok && term.IsTerminal(int(o.Fd())) {
+		out = int(o.Fd())
+	}
+	cols, rows, err := term.GetSize(out)
+	if err != nil || cols <= 0 || rows <= 0 {
+		cols, rows = 80, 24
+	}
+	req := f.request(argv)
+	termName := c.getenv("TERM")
+	if termName == "" {
+		termName = defaultTermEnv
+	}
+	req.PTY = &wire.PTYRequest{Cols: cols, Rows: rows, Term: termName}
+	st, err := c.c.Start(ctx, req)
+	if err != nil {
+		return c.fail(err, "")
+	}
+	return c.attachTo(ctx, st, true, true)
+}
+
+// attachTo follows command st over WebSocket until it exits, forwarding
+// stdin (raw, when it is a terminal and the command has one), window sizes
+// and signals. It returns the exit code.
+func (c *cli) attachTo(ctx context.Context, st *wire.Status, fromStart, withStdin bool) int {
+	var cursor int64
+	if !fromStart {
+		cursor = st.RetainedFrom
+	}
+	a, err := c.c.Attach(ctx, st.CommandID, cursor)
+	if err != nil {
+		return c.fail(err, st.CommandID)
+	}
+	defer a.Close()
+	in := int(c.stdin.Fd())
+	pty := st.PTY != nil
+	restore := func() {}
+	if pty && term.IsTerminal(in) {
+		old, err := term.MakeRaw(in)
+		if err == nil {
+			var once sync.Once
+			restore = func() { once.Do(func() { term.Restore(in, old) }) }
+			defer restore()
+		}
+		winch := make(chan os.Signal, 1)
+		signal.Notify(winch, syscall.SIGWINCH)
+		defer signal.Stop(winch)
+		go func() {
+			for range winch {
+				if cols, rows, err := term.GetSize(in); err == nil {
+					c.c.Resize(ctx, st.CommandID, cols, rows)
+				}
+			}
+		}()
+	}
+	if withStdin && (pty || (st.Stdin && !st.StdinClosed)) {
+		go c.pumpStdin(ctx, a.Stdin)
+	}
+	started := make(chan string, 1)
+	started <- st.CommandID
+	go c.forwardSignals(ctx, started, func(_ string, sig os.Signal) { a.Signal(signalName(sig)) })
+	for {
+		ev, err := a.Next(ctx)
+		if err != nil {
+			restore()
+			return c.fail(err, st.CommandID)
+		}
+		switch ev.Type {
+		case wire.EventOutput:
+			b, _ := ev.Bytes()
+			if ev.Stream == wire.StreamStderr {
+				c.stderr.Write(b)
+			} else {
+				c.stdout.Write(b)
+			}
+		case wire.EventGap:
+			c.gapNote(*ev.DroppedBytes)
+		case wire.EventError:
+			if ev.Error.Code != wire.CodeFinished && ev.Error.Code != wire.CodeStdinClosed {
+				c.errorf("the daemon refused a frame: %s", ev.Error.Message)
+			}
+		case wire.EventExit:
+			restore() // before the note, which wants a cooked terminal
+			return c.finished(ev.Status)
+		}
+	}
+}
+
+func (c *cli) attach(args []string) int {
+	fs, url, tok := c.flags("attach [--no-stdin] ID", "Attaches to a running command: shows its retained output and what follows, forwards stdin (when the command has it; its end closes the command's stdin), signals and, on a terminal, the window size. Exits with the command's exit code.")
+	noStdin := fs.Bool("no-stdin", false, "do not forward stdin (the command's stays open)")
+	rest, code, ok := c.parse(fs, url, tok, args, 1)
+	if !ok {
+		return code
+	}
+	ctx := context.Background()
+	st, err := c.c.Get(ctx, rest[0])
+	if err != nil {
+		return c.fail(err, rest[0])
+	}
+	return c.attachTo(ctx, st, false, !*noStdin)
+}
+
+func (c *cli) ps(args []string) int {
+	fs, url, tok := c.flags("ps [-q] [--state STATE]", "Lists the commands the daemon holds, oldest first.")
+	quiet := fs.Bool("q", false, "print only the command ids")
+	state := fs.String("state", "", "only commands in this state: running, exited, cancelled, timed_out, terminated")
+	if _, code, ok := c.parse(fs, url, tok, args, 0); !ok {
+		return code
+	}
+	list, err := c.c.List(context.Background(), wire.State(*state))
+	if err != nil {
+		return c.fail(err, "")
+	}
+	if *quiet {
+		for _, st := range list {
+			fmt.Fprintln(c.stdout, st.CommandID)
+		}
+		return 0
+	}
+	tw := tabwriter.NewWriter(c.stdout, 0, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "COMMAND ID\tSTATE\tEXIT\tCREATED\tCOMMAND")
+	now := time.Now()
+	for _, st := range list {
+		exit := ""
+		if st.ExitCode != nil {
+			exit = strconv.Itoa(srclient.ExitCode(&st))
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s ago\t%s\n", st.CommandID, st.State, exit, ago(now.Sub(st.CreatedAt)), shortArgv(st.Argv))
+	}
+	tw.Flush()
+	return 0
+}
+
+func ago(d time.Duration) string {
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm", int(d.Minutes()))
+	}
+	return fmt.Sprintf("%dh", int(d.Hours()))
+}
+
+// shortArgv quotes argv for a person, cut to 60 characters.
+func shortArgv(argv []string) string {
+	var b strings.Builder
+	for i, a := range argv {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		if a == "" || strings.ContainsAny(a, " \t\n\"'\\$`") {
+			b.WriteString(strconv.Quote(a))
+		} else {
+			b.WriteString(a)
+		}
+	}
+	s := []rune(b.String())
+	if len(s) > 60 {
+		return string(s[:59]) + "…"
+	}
+	return string(s)
+}
+
+func (c *cli) logs(args []string) int {
+	fs, url, tok := c.flags("logs [-f] ID", "Prints the output the daemon holds of a command (stdout here, stderr to stderr); with -f, follows it until the command ends, resuming after disconnects.")
+	follow := fs.Bool("f", false, "follow the output until the command ends")
+	rest, code, ok := c.parse(fs, url, tok, args, 1)
+	if !ok {
+		return code
+	}
+	id := rest[0]
+	fn := func(ev *wire.Event) error {
+		if ev.Type == wire.EventGap {
+			c.errorf("the oldest %d bytes of output are no longer held (the daemon keeps only the most recent output)", *ev.DroppedBytes)
+			return nil
+		}
+		b, _ := ev.Bytes()
+		if ev.Stream == wire.StreamStderr {
+			c.stderr.Write(b)
+		} else {
+			c.stdout.Write(b)
+		}
+		return nil
+	}
+	var err error
+	if *follow {
+		_, err = c.c.Follow(context.Background(), id, 0, fn)
+	} else {
+		_, _, err = c.c.Output(context.Background(), id, 0, fn)
+	}
+	if err != nil {
+		return c.fail(err, id)
+	}
+	return 0
+}
+
+func (c *cli) kill(args []string) int {
+	fs, url, tok := c.flags("kill [-s SIGNAL] ID", "Ends a command and its process group (SIGTERM, SIGKILL after the grace) and prints how it ended; with -s, sends that signal instead (SIGINT, INT or 2).")
+	sig := fs.String("s", "", "send this signal instead of killing")
+	rest, code, ok := c.parse(fs, url, tok, args, 1)
+	if !ok {
+		return code
+	}
+	id := rest[0]
+	ctx := context.Background()
+	if *sig != "" {
+		if _, err := c.c.Signal(ctx, id, *sig); err != nil {
+			if srclient.ErrorCode(err) == wire.CodeFinished {
+				c.errorf("command %s has already finished", id)
+				return exitFailed
+			}
+			return c.fail(err, id)
+		}
+		return 0
+	}
+	st, err := c.c.Kill(ctx, id)
+	if err != nil {
+		return c.fail(err, id)
+	}
+	how := string(st.State)
+	if st.Signal != nil {
+		how += " by " + *st.Signal
+	}
+	if st.ExitCode != nil {
+		how += fmt.Sprintf(", exit code %d", srclient.ExitCode(st))
+	}
+	fmt.Fprintf(c.stdout, "%s %s\n", st.CommandID, how)
+	return 0
+}
+
+func (c *cli) cp(args []string) int {
+	fs, url, tok := c.flags("cp SRC DST", "Copies one file between here and the sandbox. A path starting with ':' is in the sandbox, relative to the daemon's base dir; '-' is stdin or stdout. A destination that is a directory gets the source's name.")
+	rest, code, ok := c.parse(fs, url, tok, args, 2)
+	if !ok {
+		return code
+	}
+	src, dst := rest[0], rest[1]
+	srcRemote, dstRemote := strings.HasPrefix(src, ":"), strings.HasPrefix(dst, ":")
+	if srcRemote == dstRemote {
+		c.usageError(fs, "exactly one of SRC and DST must be in the sandbox (start it with ':'), e.g. cp notes.txt :notes.txt")
+		return exitUsage
+	}
+	ctx := context.Background()
+	if dstRemote {
+		return c.upload(ctx, src, dst[1:])
+	}
+	return c.download(ctx, src[1:], dst)
+}
+
+func (c *cli) upload(ctx context.Context, src, dst string) int {
+	var r io.Reader = c.stdin
+	var mode fs.FileMode
+	name := "stdin"
+	if src != "-" {
+		f, err := os.Open(src)
+		if err != nil {
+			c.errorf("%v", err)
+			return exitFailed
+		}
+		defer f.Close()
+		fi, err := f.Stat()
+		if err != nil {
+			c.errorf("%v", err)
+			return exitFailed
+		}
+		if fi.IsDir() {
+			c.errorf("%s is a directory; cp copies single files", src)
+			return exitFailed
+		}
+		r, mode, name = f, fi.Mode().Perm(), filepath.Base(src)
+	}
+	if dst == "" || strings.HasSuffix(dst, "/") {
+		if src == "-" {
+			c.errorf("name the file to write in the sandbox: from stdin there is no name to give it")
+			return exitUsage
+		}
+		dst += name
+	} else if _, err := c.c.ListDir(ctx, dst); err == nil && src != "-" {
+		dst = path.Join(dst, name) // an existing directory
+	}
+	if err := c.c.WriteFile(ctx, dst, r, mode); err != nil {
+		return c.fail(err, "")
+	}
+	return 0
+}
+
+func (c *cli) download(ctx context.Context, src, dst string) int {
+	rc, err := c.c.ReadFile(ctx, src)
+	if errors.Is(err, srclient.ErrIsDirectory) {
+		c.errorf(":%s is a directory in the sandbox; cp copies single files", src)
+		return exitFailed
+	}
+	if err != nil {
+		return c.fail(err, "")
+	}
+	defer rc.Close()
+	if dst == "-" {
+		if _, err := io.Copy(c.stdout, rc); err != nil {
+			c.errorf("copying :%s: %v", src, err)
+			return exitFailed
+		}
+		return 0
+	}
+	if fi, err := os.Stat(dst); err == nil && fi.IsDir() {
+		dst = filepath.Join(dst, path.Base(src))
+	}
+	// Write beside the target and rename: no half-written file is left
+	// when the transfer breaks.
+	tmp, err := os.CreateTemp(filepath.Dir(dst), "."+filepath.Base(dst)+".part-*")
+	if err != nil {
+		c.errorf("%v", err)
+		return exitFailed
+	}
+	_, err = io.Copy(tmp, rc)
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Chmod(tmp.Name(), 0o644)
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), dst)
+	}
+	if err != nil {
+		os.Remove(tmp.Name())
+		c.errorf("copying :%s to %s: %v", src, dst, err)
+		return exitFailed
+	}
+	return 0
+}

@@ -1,0 +1,599 @@
+//go:build linux
+
+package main
+
+// Tests of the command-line client: the built binary (binPath, built by
+// TestMain) run as a client against the same binary run as the daemon, both
+// real processes on 127.0.0.1.
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// cliDaemon is a daemon for the client tests.
+type cliDaemon struct {
+	url  string
+	base string
+}
+
+// startCLIDaemon starts the daemon on 127.0.0.1:0 with env on top of an
+// environment without SANDBOX_ variables, and stops it at the end.
+func startCLIDaemon(t *testing.T, env ...string) *cliDaemon {
+	t.Helper()
+	return startCLIDaemonBin(t, binPath, env...)
+}
+
+func startCLIDaemonBin(t *testing.T, bin string, env ...string) *cliDaemon {
+	t.Helper()
+	d := &cliDaemon{base: t.TempDir()}
+	cmd := exec.Command(bin)
+	cmd.Env = append(cliEnv(), "SANDBOX_RUNTIME_ADDR=127.0.0.1:0", "SANDBOX_BASE_DIR="+d.base)
+	cmd.Env = append(cmd.Env, env...)
+	cmd.Dir = d.base
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	addr := make(chan string, 1)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		sc := bufio.NewScanner(stderr)
+		sc.Buffer(nil, 1<<20)
+		for sc.Scan() {
+			var m map[string]any
+			if json.Unmarshal(sc.Bytes(), &m) == nil && m["msg"] == "listening" {
+				addr <- fmt.Sprint(m["addr"])
+			}
+		}
+		cmd.Wait()
+	}()
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			cmd.Process.Kill()
+			<-done
+		}
+	})
+	select {
+	case a := <-addr:
+		d.url = "http://" + a
+	case <-done:
+		t.Fatal("the daemon exited before listening")
+	case <-time.After(60 * time.Second):
+		t.Fatal("the daemon did not listen within 60 s")
+	}
+	return d
+}
+
+// cliEnv is the test's environment without SANDBOX_ variables.
+func cliEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "SANDBOX_") {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
+type cliResult struct {
+	stdout, stderr string
+	code           int
+}
+
+// runClient runs the binary as a client with env (KEY=VALUE) and stdin.
+func runClient(t *testing.T, env []string, stdin string, args ...string) cliResult {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binPath, args...)
+	cmd.Env = append(cliEnv(), env...)
+	cmd.Stdin = strings.NewReader(stdin)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("running %v: %v", args, err)
+	}
+	return cliResult{out.String(), errb.String(), code}
+}
+
+func (d *cliDaemon) env() []string { return []string{"SANDBOX_RUNTIME_URL=" + d.url} }
+
+func TestCLIExec(t *testing.T) {
+	t.Parallel()
+	d := startCLIDaemon(t)
+	sub := filepath.Join(d.base, "sub dir")
+	if err := os.Mkdir(sub, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	big := strings.Repeat("ünïcødé line €😀\n", 20000) // 400 KB through stdin and back
+	for _, tc := range []struct {
+		name       string
+		stdin      string
+		args       []string
+		wantOut    string
+		wantErr    string // a regexp the stderr must match
+		wantCode   int
+		exactError bool
+	}{
+		{name: "echo", args: []string{"exec", "--", "echo", "hi"}, wantOut: "hi\n"},
+		{name: "streams", args: []string{"exec", "--", "sh", "-c", "echo out; echo err >&2; exit 7"}, wantOut: "out\n", wantErr: "^err\n$", wantCode: 7},
+		{name: "signal death is 128+N", args: []string{"exec", "--", "sh", "-c", "kill -TERM $$"}, wantCode: 143},
+		{name: "env and cwd", args: []string{"exec", "-e", "K=v=1", "-e", "L=", "-w", sub, "--", "sh", "-c", `echo "$K|$L"; pwd`}, wantOut: "v=1|\n" + sub + "\n"},
+		{name: "stdin", stdin: big, args: []string{"exec", "-i", "--", "cat"}, wantOut: big},
+		{name: "grouped flags", stdin: "x\n", args: []string{"exec", "-ie", "K=v", "--", "cat"}, wantErr: `flag provided but not defined: -ie`, wantCode: 2},
+		{name: "-w takes a value that looks like a flag", args: []string{"exec", "-w", "-it", "--", "true"}, wantErr: `cwd`, wantCode: 125},
+		{name: "no stdin without -i", stdin: "ignored", args: []string{"exec", "--", "cat"}, wantOut: ""},
+		{name: "timeout", args: []string{"exec", "--timeout", "0.5", "--", "sleep", "30"}, wantErr: `timed out after 0.5s and was killed \(SIGTERM\)`, wantCode: 143},
+		{name: "not found", args: []string{"exec", "--", "/no/such/program"}, wantErr: `/no/such/program.*no such file`, wantCode: 127},
+		{name: "no argv", args: []string{"exec"}, wantErr: `name the command to run`, wantCode: 2},
+		{name: "bad -e", args: []string{"exec", "-e", "NOEQUALS", "--", "true"}, wantErr: `"NOEQUALS" is not K=V`, wantCode: 2},
+		{name: "bad cwd", args: []string{"exec", "-w", "relative", "--", "true"}, wantErr: `cwd`, wantCode: 125},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := runClient(t, d.env(), tc.stdin, tc.args...)
+			if r.code != tc.wantCode {
+				t.Errorf("exit code %d, want %d; stderr: %s", r.code, tc.wantCode, r.stderr)
+			}
+			if r.stdout != tc.wantOut {
+				t.Errorf("stdout %d bytes %.80q…, want %d bytes %.80q…", len(r.stdout), r.stdout, len(tc.wantOut), tc.wantOut)
+			}
+			re := "^$"
+			if tc.wantErr != "" {
+				re = tc.wantErr
+			}
+			if !regexp.MustCompile(re).MatchString(r.stderr) {
+				t.Errorf("stderr %q does not match %q", r.stderr, re)
+			}
+		})
+	}
+}
+
+// TestCLIExecTTY: -t on a daemon without terminals says so plainly; on
+// one with them (after the PTY work), a stdin that is not a terminal is
+// refused just as plainly.
+func TestCLIExecTTY(t *testing.T) {
+	t.Parallel()
+	d := startCLIDaemon(t)
+	resp, err := http.Get(d.url + "/v1/info")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var info struct{ Features []string }
+	json.NewDecoder(resp.Body).Decode(&info)
+	resp.Body.Close()
+	want := `has no terminals: its /v1/info does not list the "pty" feature`
+	for _, f := range info.Features {
+		if f == "pty" {
+			want = `-t needs a terminal, and stdin is not one`
+		}
+	}
+	r := runClient(t, d.env(), "", "exec", "-t", "--", "sh")
+	if r.code != 125 || !strings.Contains(r.stderr, want) {
+		t.Errorf("exec -t: exit %d, stderr %q; want 125 and %q", r.code, r.stderr, want)
+	}
+	// Nothing was started.
+	if r := runClient(t, d.env(), "", "ps", "-q"); r.stdout != "" {
+		t.Errorf("ps after a refused -t: %q", r.stdout)
+	}
+}
+
+func TestCLIBackgroundLogsKill(t *testing.T) {
+	t.Parallel()
+	d := startCLIDaemon(t)
+	env := d.env()
+	r := runClient(t, env, "", "run", "-d", "--", "sh", "-c", "echo oops >&2; echo first; exec sleep 60")
+	id := strings.TrimSpace(r.stdout)
+	if r.code != 0 || !regexp.MustCompile(`^[0-9a-f-]{36}$`).MatchString(id) {
+		t.Fatalf("run -d: %+v", r)
+	}
+	// ps shows it running, with its argv.
+	r = runClient(t, env, "", "ps")
+	if !regexp.MustCompile(`(?m)^` + id + `\s+running\s+\d+s ago\s+sh -c "echo oops >&2;`).MatchString(r.stdout) {
+		t.Errorf("ps:\n%s", r.stdout)
+	}
+	// logs -f shows the output so far, then waits for the end: kill it
+	// once "first" (written after "oops") has arrived.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	follow := exec.CommandContext(ctx, binPath, "logs", "-f", id)
+	follow.Env = append(cliEnv(), env...)
+	var ferr bytes.Buffer
+	follow.Stderr = &ferr
+	fout, err := follow.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := follow.Start(); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(fout)
+	if line, err := br.ReadString('\n'); line != "first\n" {
+		t.Fatalf("logs -f first line %q, %v", line, err)
+	}
+	r = runClient(t, env, "", "kill", id)
+	if r.code != 0 || !regexp.MustCompile(`^`+id+` cancelled by SIGTERM, exit code 143\n$`).MatchString(r.stdout) {
+		t.Errorf("kill: %+v", r)
+	}
+	rest, _ := io.ReadAll(br)
+	if err := follow.Wait(); err != nil || len(rest) != 0 || ferr.String() != "oops\n" {
+		t.Errorf("logs -f: %v, then %q, stderr %q; want it to end with the command, after first and oops", err, rest, ferr.String())
+	}
+	r = runClient(t, env, "", "logs", id)
+	if r.code != 0 || r.stdout != "first\n" || r.stderr != "oops\n" {
+		t.Errorf("logs: %+v", r)
+	}
+	r = runClient(t, env, "", "kill", id) // again: its status, unchanged
+	if r.code != 0 || !strings.Contains(r.stdout, "cancelled") {
+		t.Errorf("second kill: %+v", r)
+	}
+	r = runClient(t, env, "", "kill", "-s", "INT", id)
+	if r.code != 125 || !strings.Contains(r.stderr, "has already finished") {
+		t.Errorf("kill -s after the end: %+v", r)
+	}
+	r = runClient(t, env, "", "ps", "-q", "--state", "running")
+	if r.stdout != "" {
+		t.Errorf("ps --state running: %q", r.stdout)
+	}
+	unknown := "6f1d6a4e-0000-4000-8000-000000000000"
+	r = runClient(t, env, "", "logs", unknown)
+	if r.code != 125 || !strings.Contains(r.stderr, "there is no command "+unknown) {
+		t.Errorf("logs of an unknown id: %+v", r)
+	}
+	r = runClient(t, env, "", "ps", "--state", "sleepy")
+	if r.code != 125 || !strings.Contains(r.stderr, "state") {
+		t.Errorf("ps bad state: %+v", r)
+	}
+}
+
+// TestCLIAttach attaches to a command that waits on stdin: the client
+// forwards its stdin, shows the output and exits with the command's code.
+func TestCLIAttach(t *testing.T) {
+	t.Parallel()
+	d := startCLIDaemon(t)
+	env := d.env()
+	r := runClient(t, env, "", "run", "-d", "-i", "--", "true")
+	if r.code != 2 || !strings.Contains(r.stderr, "cannot be combined") {
+		t.Errorf("run -d -i: %+v", r)
+	}
+	// Start it with a stdin pipe through the API, then attach.
+	body := `{"argv":["sh","-c","echo before; read line; echo got:$line; exit 4"],"stdin":true}`
+	resp, err := http.Post(d.url+"/v1/commands", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st struct {
+		CommandID string `json:"command_id"`
+	}
+	json.NewDecoder(resp.Body).Decode(&st)
+	resp.Body.Close()
+	r = runClient(t, env, "hello\n", "attach", st.CommandID)
+	if r.code != 4 || r.stdout != "before\ngot:hello\n" {
+		t.Errorf("attach: %+v; want exit 4 and before, got:hello", r)
+	}
+
+	// --no-stdin: the client's empty stdin does not close the command's,
+	// which then still takes a write through the API.
+	resp, err = http.Post(d.url+"/v1/commands", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	json.NewDecoder(resp.Body).Decode(&st)
+	resp.Body.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	att := exec.CommandContext(ctx, binPath, "attach", "--no-stdin", st.CommandID)
+	att.Env = append(cliEnv(), env...)
+	devnull, err := os.Open(os.DevNull) // at EOF at once, with no copying goroutine in between
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer devnull.Close()
+	att.Stdin = devnull
+	out, err := att.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := att.Start(); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(out)
+	if line, err := br.ReadString('\n'); line != "before\n" {
+		t.Fatalf("attach --no-stdin: first line %q, %v", line, err)
+	}
+	resp, err = http.Post(d.url+"/v1/commands/"+st.CommandID+"/stdin", "application/json", strings.NewReader(`{"data":"late\n","eof":true}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 202 {
+		t.Errorf("stdin after attach --no-stdin: %d, want 202 (the client must not have closed it)", resp.StatusCode)
+	}
+	rest, _ := io.ReadAll(br)
+	err = att.Wait()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 4 || string(rest) != "got:late\n" {
+		t.Errorf("attach --no-stdin: %v, then %q; want exit 4 after got:late", err, rest)
+	}
+}
+
+func TestCLISignalForwarding(t *testing.T) {
+	t.Parallel()
+	d := startCLIDaemon(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binPath, "exec", "--", "sh", "-c", "echo ready; exec sleep 60")
+	cmd.Env = append(cliEnv(), d.env()...)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var errb bytes.Buffer
+	cmd.Stderr = &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil || line != "ready\n" {
+		t.Fatalf("first line %q, %v", line, err)
+	}
+	cmd.Process.Signal(syscall.SIGINT) // the command is running: forward
+	err = cmd.Wait()
+	ee, ok := err.(*exec.ExitError)
+	if !ok || ee.ExitCode() != 130 {
+		t.Errorf("after SIGINT: %v (stderr %q); want exit 130", err, errb.String())
+	}
+}
+
+func TestCLICopy(t *testing.T) {
+	t.Parallel()
+	d := startCLIDaemon(t)
+	env := d.env()
+	local := t.TempDir()
+	src := filepath.Join(local, "data.bin")
+	data := bytes.Repeat([]byte("bin\x00\xff ü\n"), 50000)
+	if err := os.WriteFile(src, data, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	check := func(what string, r cliResult) {
+		t.Helper()
+		if r.code != 0 || r.stderr != "" {
+			t.Fatalf("%s: %+v", what, r)
+		}
+	}
+	check("upload", runClient(t, env, "", "cp", src, ":in/sandbox.bin"))
+	got, err := os.ReadFile(filepath.Join(d.base, "in", "sandbox.bin"))
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("uploaded: %d bytes, %v", len(got), err)
+	}
+	if fi, _ := os.Stat(filepath.Join(d.base, "in", "sandbox.bin")); fi.Mode().Perm() != 0o640 {
+		t.Errorf("uploaded mode %v, want the source's 0640", fi.Mode().Perm())
+	}
+	check("upload into a directory", runClient(t, env, "", "cp", src, ":in"))
+	if _, err := os.Stat(filepath.Join(d.base, "in", "data.bin")); err != nil {
+		t.Errorf("cp into :in: %v", err)
+	}
+	check("upload from stdin", runClient(t, env, "from stdin\n", "cp", "-", ":in/stdin.txt"))
+	check("download", runClient(t, env, "", "cp", ":in/sandbox.bin", filepath.Join(local, "back.bin")))
+	back, _ := os.ReadFile(filepath.Join(local, "back.bin"))
+	if !bytes.Equal(back, data) {
+		t.Errorf("downloaded %d bytes, want %d", len(back), len(data))
+	}
+	check("download into a directory", runClient(t, env, "", "cp", ":in/stdin.txt", local))
+	if b, _ := os.ReadFile(filepath.Join(local, "stdin.txt")); string(b) != "from stdin\n" {
+		t.Errorf("stdin.txt: %q", b)
+	}
+	r := runClient(t, env, "", "cp", ":in/stdin.txt", "-")
+	if r.code != 0 || r.stdout != "from stdin\n" {
+		t.Errorf("cp to -: %+v", r)
+	}
+	for _, tc := range []struct {
+		args []string
+		code int
+		err  string
+	}{
+		{[]string{"cp", src, local}, 2, "exactly one of SRC and DST"},
+		{[]string{"cp", ":a", ":b"}, 2, "exactly one of SRC and DST"},
+		{[]string{"cp", ":in", local}, 125, ":in is a directory in the sandbox"},
+		{[]string{"cp", local, ":x"}, 125, "is a directory; cp copies single files"},
+		{[]string{"cp", ":missing", local}, 125, "no such file"},
+		{[]string{"cp", ":../escape", local}, 125, `may not contain "." or ".." elements`},
+		{[]string{"cp", src, ":a/../../escape"}, 125, `may not contain "." or ".." elements`},
+		{[]string{"cp", filepath.Join(local, "nope"), ":x"}, 125, "no such file"},
+	} {
+		r := runClient(t, env, "", tc.args...)
+		if r.code != tc.code || !strings.Contains(r.stderr, tc.err) {
+			t.Errorf("%v: exit %d stderr %q; want %d and %q", tc.args, r.code, r.stderr, tc.code, tc.err)
+		}
+	}
+	// A failed download leaves no partial file behind.
+	entries, _ := os.ReadDir(local)
+	for _, e := range entries {
+		if strings.Contains(e.Name(), ".part-") {
+			t.Errorf("left behind: %s", e.Name())
+		}
+	}
+}
+
+// TestCLIConnectionErrors: where the daemon is and what it wants, told
+// like a person would.
+func TestCLIConnectionErrors(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	tokenFile := filepath.Join(dir, "token")
+	os.WriteFile(tokenFile, []byte("  tok3n \n"), 0o600)
+	wrongFile := filepath.Join(dir, "wrong")
+	os.WriteFile(wrongFile, []byte("nope"), 0o600)
+	d := startCLIDaemon(t, "SANDBOX_RUNTIME_TOKEN_FILE="+tokenFile)
+	for _, tc := range []struct {
+		name string
+		env  []string
+		args []string
+		code int
+		out  string
+		err  string
+	}{
+		{"no token", d.env(), []string{"ps", "-q"}, 125, "", "wants a token: pass --token-file FILE or set SANDBOX_RUNTIME_TOKEN"},
+		{"token from the environment", append(d.env(), "SANDBOX_RUNTIME_TOKEN=tok3n"), []string{"exec", "--", "echo", "ok"}, 0, "ok\n", ""},
+		{"token file flag", d.env(), []string{"exec", "--token-file", tokenFile, "--", "echo", "ok"}, 0, "ok\n", ""},
+		{"the daemon's token file variable", append(d.env(), "SANDBOX_RUNTIME_TOKEN_FILE="+tokenFile), []string{"exec", "--", "echo", "ok"}, 0, "ok\n", ""},
+		{"wrong token", d.env(), []string{"ps", "--token-file", wrongFile}, 125, "", "refused the token from --token-file " + wrongFile},
+		{"missing token file", d.env(), []string{"ps", "--token-file", filepath.Join(dir, "absent")}, 125, "", "cannot read the token file"},
+		{"nothing listening", []string{"SANDBOX_RUNTIME_URL=http://127.0.0.1:1"}, []string{"ps"}, 125, "", "cannot reach the sandbox runtime at http://127.0.0.1:1: nothing is listening there"},
+		{"--url wins", []string{"SANDBOX_RUNTIME_URL=" + d.url}, []string{"ps", "--url", "http://127.0.0.1:1"}, 125, "", "http://127.0.0.1:1"},
+		{"bad url", nil, []string{"ps", "--url", "localhost:8888"}, 125, "", "must start with http:// or https://"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t0 := time.Now()
+			r := runClient(t, tc.env, "", tc.args...)
+			if r.code != tc.code || r.stdout != tc.out || !strings.Contains(r.stderr, tc.err) {
+				t.Errorf("got exit %d stdout %q stderr %q; want %d, %q and %q", r.code, r.stdout, r.stderr, tc.code, tc.out, tc.err)
+			}
+			if tc.code != 0 && time.Since(t0) > 20*time.Second {
+				t.Errorf("took %v to fail", time.Since(t0))
+			}
+		})
+	}
+	// No arguments is still the daemon: --help prints the daemon's flags.
+	r := runClient(t, nil, "", "--help")
+	if r.code != 0 || !strings.Contains(r.stderr+r.stdout, "--max-running") && !strings.Contains(r.stderr+r.stdout, "-max-running") {
+		t.Errorf("--help: %+v", r)
+	}
+}
+
+// TestCLIUnderTmux uses the client as a person would, in a terminal: tmux
+// runs a shell, the test types commands (send-keys) and reads the screen
+// (capture-pane). With a daemon that has terminals, exec -t runs a remote
+// shell whose size follows the window; without, -t says so.
+func TestCLIUnderTmux(t *testing.T) {
+	t.Parallel()
+	tmux, err := exec.LookPath("tmux")
+	if err != nil {
+		t.Skip("tmux is not installed")
+	}
+	bin := os.Getenv("SANDBOX_CLI_TEST_DAEMON") // a daemon binary to test against, e.g. one with terminals
+	if bin == "" {
+		bin = binPath
+	}
+	d := startCLIDaemonBin(t, bin)
+	sock := fmt.Sprintf("sandbox-cli-test-%d", os.Getpid())
+	run := func(args ...string) string {
+		t.Helper()
+		out, err := exec.Command(tmux, append([]string{"-L", sock, "-f", "/dev/null"}, args...)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("tmux %v: %v: %s", args, err, out)
+		}
+		return string(out)
+	}
+	run("new-session", "-d", "-s", "cli", "-x", "100", "-y", "30",
+		"env", "-i", "PATH="+os.Getenv("PATH"), "TERM=xterm-256color", "PS1=$ ", "SANDBOX_RUNTIME_URL="+d.url, "sh")
+	t.Cleanup(func() { exec.Command(tmux, "-L", sock, "kill-server").Run() })
+	screen := func() string { return run("capture-pane", "-p", "-J", "-t", "cli") }
+	// waitScreen polls the screen (the one place that must poll: tmux has
+	// no event for "this text appeared") until re matches, within 30 s.
+	waitScreen := func(re string) {
+		t.Helper()
+		rx := regexp.MustCompile(re)
+		deadline := time.Now().Add(30 * time.Second)
+		for !rx.MatchString(screen()) {
+			if time.Now().After(deadline) {
+				t.Fatalf("the screen never matched %q:\n%s", re, screen())
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	typeLine := func(s string) { run("send-keys", "-t", "cli", "-l", s); run("send-keys", "-t", "cli", "Enter") }
+
+	waitScreen(`(?m)^\$ $`) // the shell's prompt: it reads what is typed now
+	typeLine(binPath + " exec -- echo hi; echo rc=$?")
+	waitScreen(`(?m)^\$? ?hi\n+rc=0$`)
+	typeLine(binPath + " exec -- sh -c 'echo to-stderr >&2; exit 5'; echo rc=$?")
+	waitScreen(`(?m)^to-stderr\n+rc=5$`)
+
+	resp, err := http.Get(d.url + "/v1/info")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var info struct{ Features []string }
+	json.NewDecoder(resp.Body).Decode(&info)
+	resp.Body.Close()
+	hasPTY := false
+	for _, f := range info.Features {
+		hasPTY = hasPTY || f == "pty"
+	}
+	typeLine(binPath + " exec -t -- sh; echo rc=$?")
+	if !hasPTY {
+		waitScreen(`has no terminals: its /v1/info does not list the "pty" feature\. Run without -t[^\n]*\n(.*\n)*rc=125`)
+		return
+	}
+	// A remote shell on a terminal of the window's size; Ctrl-C reaches
+	// the remote foreground program, not the client.
+	typeLine("PS1='remote$ '; stty size")
+	waitScreen(`(?m)^30 100$`)
+	run("resize-window", "-t", "cli", "-x", "90", "-y", "25")
+	// The client forwards the SIGWINCH asynchronously: wait until the
+	// daemon reports the new size before asking the remote shell.
+	waitDaemon(t, d, "the new size", func(p *ptyState) bool { return p.PTY != nil && p.PTY.Cols == 90 && p.PTY.Rows == 25 })
+	typeLine("stty size")
+	waitScreen(`(?m)^25 90$`)
+	// Like a person: Ctrl-C once sleep runs, the next line once the shell
+	// is back at its prompt (or the terminal would flush what was typed).
+	typeLine("sleep 30")
+	waitDaemon(t, d, "sleep to run", func(p *ptyState) bool { return p.WaitingForInput != nil && !*p.WaitingForInput })
+	run("send-keys", "-t", "cli", "C-c")
+	waitDaemon(t, d, "the shell to read again", func(p *ptyState) bool { return p.WaitingForInput != nil && *p.WaitingForInput })
+	typeLine("echo after-interrupt; exit 3")
+	waitScreen(`(?m)^after-interrupt\s*\n(.*\n)*rc=3$`)
+}
+
+// ptyState is what the tmux test reads of the one running command.
+type ptyState struct {
+	PTY             *struct{ Cols, Rows int } `json:"pty"`
+	WaitingForInput *bool                     `json:"waiting_for_input"`
+}
+
+// waitDaemon polls the one running command's status until ok holds, within
+// 30 s (tmux offers no event to wait on, so the test reads the daemon).
+func waitDaemon(t *testing.T, d *cliDaemon, what string, ok func(*ptyState) bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := http.Get(d.url + "/v1/commands?state=running")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var l struct{ Commands []ptyState }
+		json.NewDecoder(resp.Body).Decode(&l)
+		resp.Body.Close()
+		if len(l.Commands) == 1 && ok(&l.Commands[0]) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("waited 30 s for %s: %+v", what, l)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

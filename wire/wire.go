@@ -1,0 +1,362 @@
+// Package wire holds the JSON types of the sandbox-runtime v1 protocol
+// (CONTRACT.md §2–§4a): requests, the command status, stream events,
+// WebSocket frames and errors. It is the one definition that the server,
+// the Go client, the tests and the bench share; it has no behaviour beyond
+// encoding and decoding, and imports nothing but the standard library.
+//
+// The field names and shapes are those the daemon sends today; a test in
+// this package decodes real daemon responses with DisallowUnknownFields, so
+// a field added to the server and not here fails it.
+//
+// Optional request fields carry omitempty, so a client never sends a field
+// it did not set (the server rejects unknown fields, and an older server
+// would reject a newer optional one only when it is used).
+package wire
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"reflect"
+	"strconv"
+	"time"
+)
+
+// State is the state of a managed command (CONTRACT §2 "States").
+type State string
+
+// The states. Every state but StateRunning is final.
+const (
+	StateRunning    State = "running"
+	StateExited     State = "exited"
+	StateCancelled  State = "cancelled"
+	StateTimedOut   State = "timed_out"
+	StateTerminated State = "terminated"
+)
+
+// Finished reports whether s is a final state.
+func (s State) Finished() bool { return s != StateRunning && s != "" }
+
+// Output stream names of an output event.
+const (
+	StreamStdout = "stdout"
+	StreamStderr = "stderr"
+	StreamPTY    = "pty" // the terminal of a PTY command (§4a)
+)
+
+// Event types (CONTRACT §4), plus EventError, which only WebSocket
+// attachments send in answer to a client frame that could not be applied.
+const (
+	EventStarted   = "started"
+	EventOutput    = "output"
+	EventGap       = "gap"
+	EventHeartbeat = "heartbeat"
+	EventExit      = "exit"
+	EventEnd       = "end"
+	EventError     = "error"
+)
+
+// Reasons of an end event.
+const (
+	EndMaxWait      = "max_wait"
+	EndCaughtUp     = "caught_up"
+	EndShuttingDown = "shutting_down"
+)
+
+// EncodingBase64 marks data that is base64 (output that is not UTF-8, or
+// stdin bytes sent that way). An absent encoding means UTF-8 text.
+const EncodingBase64 = "base64"
+
+// Feature names of Info.Features.
+const (
+	FeatureCommands  = "commands"
+	FeatureStream    = "stream"
+	FeatureStdin     = "stdin"
+	FeatureSignals   = "signals"
+	FeatureWebSocket = "websocket"
+	FeatureFiles     = "files"
+	FeatureLegacy    = "legacy"
+	FeaturePTY       = "pty"
+)
+
+// CreateRequest is the body of POST /v1/commands. Exactly one of Argv and
+// Command is set.
+type CreateRequest struct {
+	Argv      []string          `json:"argv,omitempty"`
+	Command   string            `json:"command,omitempty"` // split like Python's shlex.split; no shell
+	Envs      map[string]string `json:"envs,omitempty"`
+	Cwd       string            `json:"cwd,omitempty"`
+	Timeout   float64           `json:"timeout,omitempty"` // seconds; 0: the daemon's default
+	Stdin     bool              `json:"stdin,omitempty"`
+	CommandID string            `json:"command_id,omitempty"` // a UUID: makes creation idempotent
+	PTY       *PTYRequest       `json:"pty,omitempty"`        // run on a terminal (feature "pty")
+}
+
+// PTYRequest asks for a terminal of the given size (1–1000 each). Term
+// sets TERM unless the request's envs do; empty: the daemon's default.
+type PTYRequest struct {
+	Cols int    `json:"cols"`
+	Rows int    `json:"rows"`
+	Term string `json:"term,omitempty"`
+}
+
+// Status is a snapshot of a command (CONTRACT §2 "Status object").
+type Status struct {
+	CommandID       string     `json:"command_id"`
+	Argv            []string   `json:"argv"`
+	Cwd             string     `json:"cwd"`
+	State           State      `json:"state"`
+	PID             int        `json:"pid"`
+	ExitCode        *int       `json:"exit_code"`
+	Signal          *string    `json:"signal"` // e.g. "SIGKILL", when a signal ended it
+	Stdin           bool       `json:"stdin"`
+	StdinClosed     bool       `json:"stdin_closed"`
+	TimeoutSeconds  float64    `json:"timeout_seconds"`
+	CreatedAt       time.Time  `json:"created_at"`
+	StartedAt       *time.Time `json:"started_at"`
+	FinishedAt      *time.Time `json:"finished_at"`
+	ExpiresAt       *time.Time `json:"expires_at"`
+	StdoutBytes     int64      `json:"stdout_bytes"`
+	StderrBytes     int64      `json:"stderr_bytes"`
+	RetainedFrom    int64      `json:"retained_from"`
+	NextCursor      int64      `json:"next_cursor"`
+	OutputTruncated bool       `json:"output_truncated"`
+	Resources       *Resources `json:"resources"`
+
+	// The terminal fields (§4a). Daemons without the "pty" feature do not
+	// send them (decoding leaves them zero); those with it send all three,
+	// null and 0 for a pipe command, as they are encoded here.
+	PTY             *PTYStatus `json:"pty"`
+	PTYBytes        int64      `json:"pty_bytes"`
+	WaitingForInput *bool      `json:"waiting_for_input"` // blocked reading its terminal or stdin pipe (a heuristic); null when it has neither
+}
+
+// Resources is what the kernel reported for the process tree at reap time.
+type Resources struct {
+	UserCPUMillis   int64 `json:"user_cpu_ms"`
+	SystemCPUMillis int64 `json:"system_cpu_ms"`
+	MaxRSSKB        int64 `json:"max_rss_kb"`
+}
+
+// PTYStatus is the terminal of a PTY command.
+type PTYStatus struct {
+	Cols int    `json:"cols"`
+	Rows int    `json:"rows"`
+	Term string `json:"term"`
+}
+
+// CommandList is the body of GET /v1/commands.
+type CommandList struct {
+	Commands []Status `json:"commands"`
+}
+
+// Event is one line of an NDJSON event stream, or one WebSocket text frame
+// (CONTRACT §4). Which fields are set depends on Type; NextCursor is always
+// there: re-open with the NextCursor of the last event processed.
+type Event struct {
+	Type         string       `json:"type"`
+	Stream       string       `json:"stream,omitempty"`        // output
+	Cursor       *int64       `json:"cursor,omitempty"`        // output: its first byte; gap: the cursor asked for
+	Data         string       `json:"data,omitempty"`          // output
+	Encoding     string       `json:"encoding,omitempty"`      // output: "base64" or absent (UTF-8)
+	DroppedBytes *int64       `json:"dropped_bytes,omitempty"` // gap
+	Reason       string       `json:"reason,omitempty"`        // end
+	Status       *Status      `json:"status,omitempty"`        // started, exit
+	Error        *ErrorDetail `json:"error,omitempty"`         // error (WebSocket only)
+	NextCursor   int64        `json:"next_cursor"`
+}
+
+// Bytes returns the output bytes of an output event, decoding base64.
+func (e *Event) Bytes() ([]byte, error) {
+	if e.Encoding == EncodingBase64 {
+		return base64.StdEncoding.DecodeString(e.Data)
+	}
+	return []byte(e.Data), nil
+}
+
+// Final reports whether e is the last event of a stream window.
+func (e *Event) Final() bool { return e.Type == EventExit || e.Type == EventEnd }
+
+// StdinRequest is the body of POST /v1/commands/{id}/stdin.
+type StdinRequest struct {
+	Data     string `json:"data"`
+	Encoding string `json:"encoding,omitempty"`
+	EOF      bool   `json:"eof,omitempty"`
+}
+
+// StdinResponse answers a stdin write (202).
+type StdinResponse struct {
+	QueuedBytes int  `json:"queued_bytes"` // bytes accepted by this request
+	StdinClosed bool `json:"stdin_closed"`
+}
+
+// SignalRequest is the body of POST /v1/commands/{id}/signal.
+type SignalRequest struct {
+	Signal Signal `json:"signal"`
+}
+
+// Signal names a signal: "SIGINT", "INT" (any case) or a number. It
+// encodes as a JSON string, and decodes from a string or a number (as the
+// daemon accepts both); a number is kept as its decimal digits.
+type Signal string
+
+// UnmarshalJSON accepts a JSON string or number.
+func (s *Signal) UnmarshalJSON(b []byte) error {
+	var name string
+	if err := json.Unmarshal(b, &name); err == nil {
+		*s = Signal(name)
+		return nil
+	}
+	var n int
+	if err := json.Unmarshal(b, &n); err != nil {
+		return &json.UnmarshalTypeError{Value: string(b), Type: signalType, Field: "signal"}
+	}
+	*s = Signal(strconv.Itoa(n))
+	return nil
+}
+
+var signalType = reflect.TypeOf(Signal(""))
+
+// ResizeRequest is the body of POST /v1/commands/{id}/resize.
+type ResizeRequest struct {
+	Cols int `json:"cols"`
+	Rows int `json:"rows"`
+}
+
+// Client frame types of a WebSocket attachment.
+const (
+	FrameStdin  = "stdin"
+	FrameSignal = "signal"
+	FrameKill   = "kill"
+	FrameResize = "resize"
+)
+
+// ClientFrame is a frame a client sends on a WebSocket attachment:
+// {"type":"stdin","data","encoding"?,"eof"?}, {"type":"signal","signal"},
+// {"type":"kill"} or {"type":"resize","cols","rows"}. Only the fields of
+// its type are sent.
+type ClientFrame struct {
+	Type     string `json:"type"`
+	Data     string `json:"data,omitempty"`
+	Encoding string `json:"encoding,omitempty"`
+	EOF      bool   `json:"eof,omitempty"`
+	Signal   Signal `json:"signal,omitempty"`
+	Cols     int    `json:"cols,omitempty"`
+	Rows     int    `json:"rows,omitempty"`
+}
+
+// MarshalJSON sends a stdin frame's data even when it is empty (an EOF
+// alone), which omitempty would drop.
+func (f ClientFrame) MarshalJSON() ([]byte, error) {
+	type plain ClientFrame
+	if f.Type != FrameStdin {
+		return json.Marshal(plain(f))
+	}
+	return json.Marshal(struct {
+		Type     string `json:"type"`
+		Data     string `json:"data"`
+		Encoding string `json:"encoding,omitempty"`
+		EOF      bool   `json:"eof,omitempty"`
+	}{f.Type, f.Data, f.Encoding, f.EOF})
+}
+
+// Error codes of ErrorDetail.Code (CONTRACT §3 "Errors").
+const (
+	CodeInvalidRequest    = "invalid_request"    // 400
+	CodeUnauthorized      = "unauthorized"       // 401
+	CodeForbidden         = "forbidden"          // 403
+	CodeNotFound          = "not_found"          // 404
+	CodeMethodNotAllowed  = "method_not_allowed" // 405
+	CodeConflict          = "conflict"           // 409
+	CodeFinished          = "finished"           // 409
+	CodeStdinNotEnabled   = "stdin_not_enabled"  // 409
+	CodeStdinClosed       = "stdin_closed"       // 409
+	CodeGone              = "gone"               // 410, with Reason
+	CodeTooLarge          = "too_large"          // 413
+	CodeUnsupportedMedia  = "unsupported_media_type"
+	CodeSpawnFailed       = "spawn_failed"     // 422
+	CodeTooManyRunning    = "too_many_running" // 429
+	CodeStdinFull         = "stdin_full"       // 429
+	CodeShuttingDown      = "shutting_down"    // 503
+	CodeResourceExhausted = "resource_exhausted"
+	CodeInternal          = "internal" // 500
+)
+
+// Reasons of a gone error.
+const (
+	GoneExpired = "expired"
+	GoneEvicted = "evicted"
+)
+
+// ErrorBody is the body of every v1 error response.
+type ErrorBody struct {
+	Error ErrorDetail `json:"error"`
+}
+
+// ErrorDetail says what went wrong: a stable Code for programs, a Message
+// for people, and for gone the Reason.
+type ErrorDetail struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+	Reason  string `json:"reason,omitempty"`
+}
+
+// Health is the body of GET /v1/health: "ok", or "shutting_down" (503).
+type Health struct {
+	Status string `json:"status"`
+}
+
+// Info is the body of GET /v1/info.
+type Info struct {
+	Name        string   `json:"name"`
+	Version     string   `json:"version"`
+	APIVersions []string `json:"api_versions"`
+	Limits      Limits   `json:"limits"`
+	Features    []string `json:"features"`
+}
+
+// HasFeature reports whether the daemon announces feature f.
+func (i *Info) HasFeature(f string) bool {
+	for _, g := range i.Features {
+		if g == f {
+			return true
+		}
+	}
+	return false
+}
+
+// Limits are the daemon's configured limits, as announced by /v1/info.
+type Limits struct {
+	MaxRunning            int     `json:"max_running"`
+	MaxRetained           int     `json:"max_retained"`
+	OutputLimitBytes      int     `json:"output_limit_bytes"`
+	ResultTTLSeconds      float64 `json:"result_ttl_seconds"`
+	DefaultTimeoutSeconds float64 `json:"default_timeout_seconds"`
+	MaxTimeoutSeconds     float64 `json:"max_timeout_seconds"`
+	KillGraceSeconds      float64 `json:"kill_grace_seconds"`
+	StdinLimitBytes       int     `json:"stdin_limit_bytes"`
+	RequestBodyLimitBytes int     `json:"request_body_limit_bytes"`
+}
+
+// File entry types of FileEntry.Type.
+const (
+	FileTypeFile      = "file"
+	FileTypeDirectory = "directory"
+	FileTypeSymlink   = "symlink"
+	FileTypeOther     = "other"
+)
+
+// DirListing is the body of GET /v1/files/{dir}.
+type DirListing struct {
+	Path    string      `json:"path"` // as requested; "" for the base dir
+	Entries []FileEntry `json:"entries"`
+}
+
+// FileEntry describes one name in a directory (a symlink itself, not its
+// target).
+type FileEntry struct {
+	Name       string    `json:"name"`
+	Size       int64     `json:"size"`
+	Type       string    `json:"type"`
+	ModifiedAt time.Time `json:"modified_at"`
+	Mode       string    `json:"mode"` // permission bits in octal, "0644"
+}
