@@ -23,8 +23,9 @@
 #     (the only remote service Codex needs) run inside the container through
 #     /v1/commands: its JSONL events arrive intact and in order through the
 #     NDJSON stream, the file its shell tool call wrote is read through
-#     /v1/files, it exits 0 with no stdin, and once more with "stdin": true
-#     and an immediate eof;
+#     /v1/files, it exits 0 with no stdin, once more with "stdin": true
+#     and an immediate eof, and once on a PTY ("pty" in the create; output
+#     on stream "pty", its file another one, through a second stub);
 #   * docker stop (SIGTERM) ends a running command with state "terminated"
 #     and the daemon exits 0 by itself, well inside docker stop's 30 s (for
 #     codex: a codex exec waiting on the model).
@@ -592,24 +593,32 @@ expect_exited "$(sh_argv 'cd && pwd && mkdir -p .codex && stat -c %U:%G . .codex
 # The stand-in for the model API: docker/codex-stub/model-stub.js, written
 # into the container through /v1/files and run there through /v1/commands,
 # on 127.0.0.1 of the container. Only the model service is replaced.
-proof=proof-$RANDOM$RANDOM
 put_file .sr-ci/model-stub.js "$(cat docker/codex-stub/model-stub.js)"
-call POST /v1/commands '{"argv":["node","/app/.sr-ci/model-stub.js","/app/proof.txt","'"$proof"'"],"timeout":3600}'
-expect_code 201 "POST /v1/commands (model stub)"
-stub_id=$(jq -r .command_id <<<"$body")
-stub_port=""
-for ((i = 0; i < 100; i++)); do
-	call GET "/v1/commands/$stub_id/output?follow=false"
-	stub_port=$(jq -rj 'select(.type == "output" and .stream == "stdout") | .data' <<<"$body" | awk '$1 == "listening" { print $2 }')
-	[[ -n $stub_port ]] && break
-	jq -e 'select(.type == "exit")' <<<"$body" >/dev/null && fail "the model stub exited: $body"
-	sleep 0.1
-done
-[[ -n $stub_port ]] || fail "the model stub did not print its port within 10 s: $body"
-say "  model stub (command $stub_id) on 127.0.0.1:$stub_port in the container"
 
-# codex_argv PROMPT: codex exec --json against the stub. No sandbox or
-# approval flags: those must come from the image's /etc/codex/config.toml.
+# start_stub PROOF_PATH PROOF_TEXT: a model stub scripted to write that text
+# to that path; sets $stub_id and $stub_port.
+start_stub() {
+	local i
+	call POST /v1/commands "$(jq -cn --arg path "$1" --arg text "$2" '{argv: ["node", "/app/.sr-ci/model-stub.js", $path, $text], timeout: 3600}')"
+	expect_code 201 "POST /v1/commands (model stub)"
+	stub_id=$(jq -r .command_id <<<"$body")
+	stub_port=""
+	for ((i = 0; i < 100; i++)); do
+		call GET "/v1/commands/$stub_id/output?follow=false"
+		stub_port=$(jq -rj 'select(.type == "output" and .stream == "stdout") | .data' <<<"$body" | awk '$1 == "listening" { print $2 }')
+		[[ -n $stub_port ]] && break
+		jq -e 'select(.type == "exit")' <<<"$body" >/dev/null && fail "the model stub exited: $body"
+		sleep 0.1
+	done
+	[[ -n $stub_port ]] || fail "the model stub did not print its port within 10 s: $body"
+	say "  model stub (command $stub_id) on 127.0.0.1:$stub_port in the container, writing $1"
+}
+proof=proof-$RANDOM$RANDOM
+start_stub /app/proof.txt "$proof"
+
+# codex_argv PROMPT: codex exec --json against the stub on $stub_port. No
+# sandbox or approval flags: those must come from the image's
+# /etc/codex/config.toml.
 codex_argv() {
 	jq -cn --arg port "$stub_port" --arg prompt "$1" '["codex", "exec", "--json", "--skip-git-repo-check",
 		"-c", "model_provider=\"stub\"",
@@ -705,9 +714,60 @@ took=$(((${EPOCHREALTIME/[.,]/} - started) / 1000))
 check_codex_events "$T/codex2.ndjson"
 expect_proof
 say "  codex exec --json with \"stdin\": true and an immediate eof: exit 0 in ${took} ms, $events JSONL events"
-# (A PTY run is left for when the daemon has PTY commands.)
 
-# 3. docker stop while codex exec waits on a model that does not answer: the
+# 3. The same on a terminal: "pty" in the create, output read through the
+# NDJSON stream, where every event is stream "pty" (stdout and stderr merged,
+# "\n" written as "\r\n"). Stdin is the terminal, which codex exec does not
+# read when it is a TTY: nothing is typed, no eof sent. Its own stub, so the
+# file is another one, with another text. Checked: started to exit with
+# contiguous cursors and no gap, all bytes on stream pty and counted as
+# pty_bytes, the terminal's \r\n line ends, the final message in the terminal
+# output, the file through /v1/files, exit 0. Not checked: the exact bytes (on
+# a TTY Codex's stderr progress, colours included, shares the lines).
+main_stub_id=$stub_id main_stub_port=$stub_port
+proof_pty=pty-proof-$RANDOM$RANDOM
+start_stub /app/proof-pty.txt "$proof_pty"
+started=${EPOCHREALTIME/[.,]/}
+curl -sSN -m 90 -X POST "$base/v1/commands?stream=true&max_wait=60" -H 'Content-Type: application/json' \
+	--data-binary "$(jq -c '{argv: ., timeout: 600, pty: {cols: 120, rows: 40}}' <<<"$(codex_argv "Create /app/proof-pty.txt on a terminal")")" \
+	>"$T/codex-pty.ndjson" || fail "POST /v1/commands?stream=true (codex exec on a PTY): curl failed"
+codex_id=$(head -n1 "$T/codex-pty.ndjson" | jq -r .status.command_id)
+[[ $codex_id != null && -n $codex_id ]] || fail "codex exec on a PTY: no started event: $(head -c 500 "$T/codex-pty.ndjson")"
+jq -e '.status.pty == {cols: 120, rows: 40, term: "xterm-256color"}' <(head -n1 "$T/codex-pty.ndjson") >/dev/null ||
+	fail "codex exec on a PTY: the started status has no 120x40 terminal: $(head -n1 "$T/codex-pty.ndjson")"
+stream_to_exit "$codex_id" "$T/codex-pty.ndjson"
+took_pty=$(((${EPOCHREALTIME/[.,]/} - started) / 1000))
+f=$T/codex-pty.ndjson
+jq -se '.[0].type == "started" and .[-1].type == "exit" and ([.[] | select(.type == "gap")] | length == 0)' "$f" >/dev/null ||
+	fail "codex exec on a PTY: the stream does not run from started to exit without a gap: $(head -c 2000 "$f")"
+jq -se 'reduce (.[] | select(.type == "output")) as $e ({ok: true, at: 0};
+	{ok: (.ok and $e.cursor == .at and $e.stream == "pty"), at: $e.next_cursor}) | .ok' "$f" >/dev/null ||
+	fail "codex exec on a PTY: output cursors are not contiguous, or an event is not on stream pty"
+jq -se '.[-1].status | .state == "exited" and .exit_code == 0 and .pty_bytes > 0 and .stdout_bytes == 0 and .stderr_bytes == 0' "$f" >/dev/null ||
+	fail "codex exec on a PTY did not exit 0 with pty_bytes only: $(tail -n1 "$f"); terminal: $(jq -rj 'select(.type == "output") | .data' "$f" | head -c 2000 | jq -Rsc .)"
+jq -rj 'select(.type == "output") | if .encoding == "base64" then (.data | @base64d) else .data end' "$f" >"$T/codex-pty.out"
+pty_bytes=$(wc -c <"$T/codex-pty.out")
+[[ $pty_bytes == "$(jq -s '.[-1].status.pty_bytes' "$f")" && $pty_bytes == "$(jq -s '.[-1].next_cursor' "$f")" ]] ||
+	fail "codex exec on a PTY: $pty_bytes bytes in the output events, status says $(tail -n1 "$f" | jq -c '[.status.pty_bytes, .next_cursor]')"
+# The line discipline's ONLCR: no "\n" reaches the stream without its "\r".
+jq -Rse 'test("\r\n") and (test("(^|[^\r])\n") | not)' "$T/codex-pty.out" >/dev/null ||
+	fail "codex exec on a PTY: not every line ends in \\r\\n: $(head -c 2000 "$T/codex-pty.out" | jq -Rsc .)"
+grep -q 'stub model: proof written' "$T/codex-pty.out" ||
+	fail "codex exec on a PTY: the final message is not in the terminal output: $(head -c 3000 "$T/codex-pty.out" | jq -Rsc .)"
+pty_events=$(jq -s 'map(select(.type == "output")) | length' "$f")
+pty_jsonl=$(tr -d '\r' <"$T/codex-pty.out" | jq -Rc 'fromjson? | objects | .type' | wc -l)
+call GET /v1/files/proof-pty.txt
+expect_code 200 "GET /v1/files/proof-pty.txt"
+[[ $body == "$proof_pty" ]] || fail "/app/proof-pty.txt holds $(q "$body"), want $(q "$proof_pty")"
+pty_file=$body
+call POST "/v1/commands/$stub_id/kill"
+expect_code 200 "POST /v1/commands/$stub_id/kill (the PTY run's model stub)"
+stub_id=$main_stub_id stub_port=$main_stub_port
+timing "codex exec on a PTY" $(((took_pty + 500) / 1000))
+say "  codex exec --json on a 120x40 PTY: exit 0 in ${took_pty} ms, $pty_events output events, $pty_bytes bytes on stream pty" \
+	"($pty_jsonl of its lines JSON events), \\r\\n line ends, final message on the terminal, /app/proof-pty.txt $(q "$pty_file") via /v1/files"
+
+# 4. docker stop while codex exec waits on a model that does not answer: the
 # daemon ends it, the stub and a sleep, all "terminated", and exits 0.
 call POST /v1/commands "$(jq -c '{argv: ., timeout: 600}' <<<"$(codex_argv "STUB-HANG")")"
 expect_code 201 "POST /v1/commands (codex exec, hanging model)"
