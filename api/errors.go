@@ -219,7 +219,7 @@ var (
 	errNoFile       = errors.New("no such file")  // nothing at the path
 	errFileConflict = errors.New("file conflict") // e.g. a non-empty directory without recursive
 
-	// Filesystem errors (protocol.md §4b): never 500.
+	// Filesystem errors (protocol.md §3 Files): never 500.
 	errNoSpace       = errors.New("no space left")           // ENOSPC, EDQUOT → 507
 	errReadOnly      = errors.New("read-only file system")   // EROFS → 409: the target's state, not the caller's rights
 	errBusy          = errors.New("busy")                    // EBUSY (a mount point), ETXTBSY → 409

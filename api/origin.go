@@ -8,7 +8,7 @@ import (
 	"strings"
 )
 
-// Browser requests (protocol.md §4b). The daemon's clients (the broker, the
+// Browser requests (protocol.md §1). The daemon's clients (the broker, the
 // router, the SDK, curl) send no Origin header; a browser always does on a
 // POST, PUT, DELETE and a WebSocket upgrade, and a page of another site
 // can send a "simple" POST (text/plain, no CORS preflight). So:

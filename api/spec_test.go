@@ -666,7 +666,7 @@ func specScenarioCommands(t *testing.T, c *specClient, ts *testServer) {
 		t.Errorf("metrics lack sandbox_runtime_commands_started_total")
 	}
 
-	// Browser refusals (protocol.md §4b): a body that is not JSON, a foreign Origin.
+	// Browser refusals (protocol.md §1): a body that is not JSON, a foreign Origin.
 	r = c.do(t, specReq{method: "POST", path: "/v1/commands", body: []byte(`{"argv":["true"]}`), ctype: "text/plain", want: 415, specRejects: true})
 	if r.errorCode(t) != "unsupported_media_type" {
 		t.Errorf("415 code %q", r.errorCode(t))

@@ -1,4 +1,4 @@
-// Package client is a Go client of the sandbox-runtime v1 API (CONTRACT.md):
+// Package client is a Go client of the sandbox-runtime v1 API (docs/protocol.md):
 // managed commands, their event streams over NDJSON and WebSocket, stdin,
 // signals, terminals and files.
 //

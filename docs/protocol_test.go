@@ -282,17 +282,17 @@ func TestProtocolTestCanFail(t *testing.T) {
 		mutate func(*spec)
 		want   string
 	}{
-		{"route added to the spec", func(s *spec) { s.routes.add("POST /v1/commands/{id}/resize", "test") }, "route `POST /v1/commands/{id}/resize` is in"},
+		{"route added to the spec", func(s *spec) { s.routes.add("POST /v1/commands/{id}/pause", "test") }, "route `POST /v1/commands/{id}/pause` is in"},
 		{"route gone from the spec", func(s *spec) { delete(s.routes, "GET /v1/info") }, "route `GET /v1/info` is in docs/"},
-		{"field added", func(s *spec) { s.fields.add("oom_killed", "test") }, "field `oom_killed`"},
+		{"field added", func(s *spec) { s.fields.add("paused_at", "test") }, "field `paused_at`"},
 		{"field gone", func(s *spec) { delete(s.fields, "retained_from") }, "field `retained_from` is in docs/"},
 		{"state added", func(s *spec) { s.states.add("paused", "test") }, "state `paused`"},
-		{"code added", func(s *spec) { s.codes.add("resource_exhausted", "test") }, "error code `resource_exhausted`"},
+		{"code added", func(s *spec) { s.codes.add("quota_exceeded", "test") }, "error code `quota_exceeded`"},
 		{"code gone", func(s *spec) { delete(s.codes, "stdin_full") }, "error code `stdin_full` is in docs/"},
-		{"event type added", func(s *spec) { s.types.add("resize", "test") }, "event or frame type `resize`"},
+		{"event type added", func(s *spec) { s.types.add("pause", "test") }, "event or frame type `pause`"},
 		{"query parameter added", func(s *spec) { s.query.add("tail", "test") }, "query parameter `tail`"},
 		{"header added", func(s *spec) { s.headers.add("Origin", "test") }, "header `Origin`"},
-		{"enum value added", func(s *spec) { s.enums.add("pty", "test") }, "enum value `pty`"},
+		{"enum value added", func(s *spec) { s.enums.add("hibernated", "test") }, "enum value `hibernated`"},
 	} {
 		sp := readSpec(t)
 		c.mutate(&sp)

@@ -42,8 +42,14 @@ func TestStartPTY(t *testing.T) {
 	if p.Stdin != nil || p.Stdout != nil || p.Stderr != nil {
 		t.Fatalf("pipes with a PTY: %v %v %v", p.Stdin, p.Stdout, p.Stderr)
 	}
-	if got := fdCount(t); got != before+1 {
-		t.Errorf("fds %d → %d; want one more (the master)", before, got)
+	// The master, and the leader's pidfd where the kernel has pidfds (held
+	// until Release).
+	want := before + 1
+	if p.pidfd >= 0 {
+		want++
+	}
+	if got := fdCount(t); got != want {
+		t.Errorf("fds %d → %d; want %d (the master, and the pidfd if any)", before, got, want)
 	}
 	out := readAllPTY(t, p)
 	if st := wait(t, p); st.Code != 0 {

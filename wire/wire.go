@@ -1,5 +1,5 @@
 // Package wire holds the JSON types of the sandbox-runtime v1 protocol
-// (CONTRACT.md §2–§4a): requests, the command status, stream events,
+// (docs/protocol.md §2–§4): requests, the command status, stream events,
 // WebSocket frames and errors. It is the one definition that the server,
 // the Go client, the tests and the bench share; it has no behaviour beyond
 // encoding and decoding, and imports nothing but the standard library.
@@ -21,7 +21,7 @@ import (
 	"time"
 )
 
-// State is the state of a managed command (CONTRACT §2 "States").
+// State is the state of a managed command (docs/protocol.md §2 "States").
 type State string
 
 // The states. Every state but StateRunning is final.
@@ -40,10 +40,10 @@ func (s State) Finished() bool { return s != StateRunning && s != "" }
 const (
 	StreamStdout = "stdout"
 	StreamStderr = "stderr"
-	StreamPTY    = "pty" // the terminal of a PTY command (§4a)
+	StreamPTY    = "pty" // the terminal of a PTY command (docs/protocol.md §2 "Terminals")
 )
 
-// Event types (CONTRACT §4), plus EventError, which only WebSocket
+// Event types (docs/protocol.md §4), plus EventError, which only WebSocket
 // attachments send in answer to a client frame that could not be applied.
 const (
 	EventStarted   = "started"
@@ -99,7 +99,7 @@ type PTYRequest struct {
 	Term string `json:"term,omitempty"`
 }
 
-// Status is a snapshot of a command (CONTRACT §2 "Status object").
+// Status is a snapshot of a command (docs/protocol.md §2 "The status object").
 type Status struct {
 	CommandID       string     `json:"command_id"`
 	Argv            []string   `json:"argv"`
@@ -122,12 +122,17 @@ type Status struct {
 	OutputTruncated bool       `json:"output_truncated"`
 	Resources       *Resources `json:"resources"`
 
-	// The terminal fields (§4a). Daemons without the "pty" feature do not
-	// send them (decoding leaves them zero); those with it send all three,
-	// null and 0 for a pipe command, as they are encoded here.
+	// The terminal fields (docs/protocol.md §2 "Terminals"). Daemons
+	// without the "pty" feature do not send them (decoding leaves them
+	// zero); those with it send all three, null and 0 for a pipe command,
+	// as they are encoded here.
 	PTY             *PTYStatus `json:"pty"`
 	PTYBytes        int64      `json:"pty_bytes"`
 	WaitingForInput *bool      `json:"waiting_for_input"` // blocked reading its terminal or stdin pipe (a heuristic); null when it has neither
+
+	// OOMKilled: the kernel's OOM killer ended a process of the command
+	// (false until finished; docs/protocol.md §2 "Process limits").
+	OOMKilled bool `json:"oom_killed"`
 }
 
 // Resources is what the kernel reported for the process tree at reap time.
@@ -150,7 +155,7 @@ type CommandList struct {
 }
 
 // Event is one line of an NDJSON event stream, or one WebSocket text frame
-// (CONTRACT §4). Which fields are set depends on Type; NextCursor is always
+// (docs/protocol.md §4). Which fields are set depends on Type; NextCursor is always
 // there: re-open with the NextCursor of the last event processed.
 type Event struct {
 	Type         string       `json:"type"`
@@ -259,26 +264,39 @@ func (f ClientFrame) MarshalJSON() ([]byte, error) {
 	}{f.Type, f.Data, f.Encoding, f.EOF})
 }
 
-// Error codes of ErrorDetail.Code (CONTRACT §3 "Errors").
+// Error codes of ErrorDetail.Code (docs/protocol.md §3 "Errors"), in the
+// order of the spec's ErrorCode enum.
 const (
-	CodeInvalidRequest    = "invalid_request"    // 400
-	CodeUnauthorized      = "unauthorized"       // 401
-	CodeForbidden         = "forbidden"          // 403
-	CodeNotFound          = "not_found"          // 404
-	CodeMethodNotAllowed  = "method_not_allowed" // 405
-	CodeConflict          = "conflict"           // 409
-	CodeFinished          = "finished"           // 409
-	CodeStdinNotEnabled   = "stdin_not_enabled"  // 409
-	CodeStdinClosed       = "stdin_closed"       // 409
-	CodeGone              = "gone"               // 410, with Reason
-	CodeTooLarge          = "too_large"          // 413
-	CodeUnsupportedMedia  = "unsupported_media_type"
-	CodeSpawnFailed       = "spawn_failed"     // 422
-	CodeTooManyRunning    = "too_many_running" // 429
-	CodeStdinFull         = "stdin_full"       // 429
-	CodeShuttingDown      = "shutting_down"    // 503
-	CodeResourceExhausted = "resource_exhausted"
-	CodeInternal          = "internal" // 500
+	CodeInvalidRequest    = "invalid_request"        // 400
+	CodeUnauthorized      = "unauthorized"           // 401
+	CodeForbidden         = "forbidden"              // 403
+	CodeNotFound          = "not_found"              // 404
+	CodeMethodNotAllowed  = "method_not_allowed"     // 405
+	CodeConflict          = "conflict"               // 409
+	CodeFinished          = "finished"               // 409
+	CodeStdinNotEnabled   = "stdin_not_enabled"      // 409
+	CodeStdinClosed       = "stdin_closed"           // 409
+	CodeNotATerminal      = "not_a_terminal"         // 409: resize of a command without pty
+	CodeGone              = "gone"                   // 410, with Reason
+	CodeTooLarge          = "too_large"              // 413
+	CodeUnsupportedMedia  = "unsupported_media_type" // 415
+	CodeSpawnFailed       = "spawn_failed"           // 422
+	CodeTooManyRunning    = "too_many_running"       // 429
+	CodeStdinFull         = "stdin_full"             // 429
+	CodeShuttingDown      = "shutting_down"          // 503
+	CodeTooBusy           = "too_busy"               // 503, with Retry-After; the connection is closed
+	CodeBodyTimeout       = "body_timeout"           // 408
+	CodeResourceExhausted = "resource_exhausted"     // 503, with Retry-After
+	CodeInternal          = "internal"               // 500
+)
+
+// Error codes that only /v1/files answers (docs/protocol.md §3 "Files").
+const (
+	CodeInsufficientStorage = "insufficient_storage"  // 507: ENOSPC or EDQUOT
+	CodeReadOnly            = "read_only"             // 409: EROFS
+	CodeBusy                = "busy"                  // 409: EBUSY, ETXTBSY, a mount point
+	CodeRangeNotSatisfiable = "range_not_satisfiable" // 416, with Content-Range
+	CodePreconditionFailed  = "precondition_failed"   // 412
 )
 
 // Reasons of a gone error.
@@ -307,11 +325,30 @@ type Health struct {
 
 // Info is the body of GET /v1/info.
 type Info struct {
-	Name        string   `json:"name"`
-	Version     string   `json:"version"`
-	APIVersions []string `json:"api_versions"`
-	Limits      Limits   `json:"limits"`
-	Features    []string `json:"features"`
+	Name        string    `json:"name"`
+	Version     string    `json:"version"`
+	APIVersions []string  `json:"api_versions"`
+	Limits      Limits    `json:"limits"`
+	Features    []string  `json:"features"`
+	Isolation   Isolation `json:"isolation"`
+}
+
+// Isolation modes of Isolation.Mode.
+const (
+	IsolationCgroup  = "cgroup"
+	IsolationThreads = "threads"
+)
+
+// Isolation says how the daemon keeps commands from starving it of
+// processes, and why (docs/protocol.md §6 "Isolation").
+type Isolation struct {
+	Mode            string   `json:"mode"`              // "cgroup" or "threads"
+	Reason          string   `json:"reason"`            // what was found or what failed, for people
+	Cgroup          *string  `json:"cgroup"`            // the daemon's cgroup tree (cgroup mode), else null
+	Controllers     []string `json:"controllers"`       // enabled for the commands' cgroups
+	CommandsPidsMax *int64   `json:"commands_pids_max"` // the pids.max all commands share; null when none was set
+	ReservedThreads int      `json:"reserved_threads"`  // OS threads made at start
+	PidfdSignals    bool     `json:"pidfd_signals"`     // signals go through a pidfd of the leader
 }
 
 // HasFeature reports whether the daemon announces feature f.

@@ -87,6 +87,7 @@ func run() int {
 			"pty": map[string]any{"cols": cols, "rows": rows, "term": envOr("TERM", "xterm-256color")}})
 		req, _ := http.NewRequest("POST", *addr+"/v1/commands", bytes.NewReader(body))
 		req.Header = hdr.Clone()
+		req.Header.Set("Content-Type", "application/json")
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "sandbox-attach:", err)
