@@ -164,10 +164,12 @@ type Process struct {
 	sentKill atomic.Bool // a SIGKILL or cgroup.kill was sent by us (OOM attribution)
 }
 
-// Exited reports whether the Reaper has collected the leader's exit status.
-// Unlike a non-blocking receive on Done, it waits for a reap pass in progress,
-// so it is ordered after the kernel's reap: once kill(Pid, 0) fails with ESRCH
-// because the leader was reaped, Exited returns true.
+// Exited reports whether the leader has exited: the Reaper has collected its
+// exit status, or it is a zombie the Reaper has not collected yet. Unlike a
+// non-blocking receive on Done, it waits for a reap pass in progress, so it
+// is ordered after the kernel's view: once the leader is a zombie (it ended
+// on its own), or was reaped so that kill(Pid, 0) fails with ESRCH, Exited
+// returns true. It never reaps.
 func (p *Process) Exited() bool {
 	if p.reapMu != nil {
 		p.reapMu.RLock()
@@ -177,7 +179,9 @@ func (p *Process) Exited() bool {
 	case <-p.done:
 		return true
 	default:
-		return false
+		// Not reaped: with the read lock held the Reaper cannot reap it now,
+		// so the pid is still the leader's.
+		return p.reapMu != nil && p.zombie()
 	}
 }
 

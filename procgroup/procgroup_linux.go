@@ -709,3 +709,14 @@ func (p *Process) Terminate(ctx context.Context, grace time.Duration) {
 		}
 	}
 }
+
+// zombie reports whether the leader has exited and waits to be reaped:
+// waitid(P_PID, WEXITED|WNOHANG|WNOWAIT) leaves it for the Reaper. The caller
+// holds forkMu's read lock, so the leader cannot be reaped (and its pid
+// reused) meanwhile.
+func (p *Process) zombie() bool {
+	var info unix.Siginfo
+	err := unix.Waitid(unix.P_PID, p.Pid, &info, unix.WEXITED|unix.WNOHANG|unix.WNOWAIT|unix.WALL, nil)
+	// Linux zeroes info when nothing is waitable.
+	return err == nil && info.Signo != 0
+}

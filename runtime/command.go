@@ -334,6 +334,16 @@ func (c *Command) run(p *procgroup.Process) {
 			}
 		case <-endCh:
 			endCh = nil
+			// The leader may have ended on its own since the end was
+			// requested (it is a zombie, or reaped): then it was not the
+			// request that ended it, and the state is exited. The group is
+			// still signalled. What is left is the window between this look
+			// and the first signal (microseconds).
+			if p.Exited() {
+				c.mu.Lock()
+				c.leaderExited, c.cause = true, causeNone
+				c.mu.Unlock()
+			}
 			terminated = make(chan struct{})
 			go func() {
 				defer close(terminated)

@@ -789,3 +789,41 @@ func TestKillAfterLeaderExitReachesGroup(t *testing.T) {
 		runtime.Gosched()
 	}
 }
+
+// TestKillOfAZombieLeaderIsExited: a kill that arrives after the leader has
+// exited on its own, while it is still a zombie the Reaper has not collected,
+// does not make the command cancelled: the state follows what happened. The
+// test sends the kill as soon as /proc shows the leader as a zombie (or gone),
+// which is before the Reaper's wait4 in most rounds.
+func TestKillOfAZombieLeaderIsExited(t *testing.T) {
+	m := newManager(t, nil)
+	zombies := 0
+	for i := 0; i < 100; i++ {
+		c := mustCreate(t, m, CreateRequest{Argv: []string{"sh", "-c", "exit 3"}})
+		stat := fmt.Sprintf("/proc/%d/stat", c.Status().PID)
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			b, err := os.ReadFile(stat)
+			if err != nil {
+				break // reaped already
+			}
+			// The state follows the parenthesised command name.
+			if f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:])); len(f) > 0 && f[0] == "Z" {
+				zombies++
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the leader did not exit")
+			}
+			runtime.Gosched()
+		}
+		st, err := c.Kill(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.State != StateExited || deref(st.ExitCode) != 3 {
+			t.Fatalf("round %d: got %s %d; want exited 3 (the leader ended on its own)", i, st.State, deref(st.ExitCode))
+		}
+	}
+	t.Logf("%d of 100 kills arrived while the leader was a zombie", zombies)
+}
