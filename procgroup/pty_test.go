@@ -32,7 +32,7 @@ func readAllPTY(t *testing.T, p *Process) string {
 // slave descriptor.
 func TestStartPTY(t *testing.T) {
 	r := newReaper(t)
-	before := fdCount(t)
+	before, ptsBefore := fdCount(t), ptsFDs(t)
 	p := start(t, r, Spec{
 		Argv: []string{"sh", "-c", `stty size; tty; ps -o sid= -o pgid= -o tpgid= -p $$; echo err >&2; [ -t 0 ] && echo stdin-is-a-tty`},
 		Env:  []string{"PATH=" + os.Getenv("PATH")},
@@ -42,14 +42,13 @@ func TestStartPTY(t *testing.T) {
 	if p.Stdin != nil || p.Stdout != nil || p.Stderr != nil {
 		t.Fatalf("pipes with a PTY: %v %v %v", p.Stdin, p.Stdout, p.Stderr)
 	}
-	// The master, and the leader's pidfd where the kernel has pidfds (held
-	// until Release).
-	want := before + 1
-	if p.pidfd >= 0 {
-		want++
+	// The master, and the leader's pidfd until the Reaper releases it (which
+	// may have happened already); never the slave.
+	if got := fdCount(t); got != before+1 && got != before+2 {
+		t.Errorf("fds %d → %d; want one more (the master), or two with the leader's pidfd", before, got)
 	}
-	if got := fdCount(t); got != want {
-		t.Errorf("fds %d → %d; want %d (the master, and the pidfd if any)", before, got, want)
+	if got := ptsFDs(t); got > ptsBefore {
+		t.Errorf("the parent holds the slave: %d fds on /dev/pts/*, %d before", got, ptsBefore)
 	}
 	out := readAllPTY(t, p)
 	if st := wait(t, p); st.Code != 0 {
@@ -123,4 +122,21 @@ func BenchmarkSessionScan(b *testing.B) {
 		eachProcess(func(int, ptyProcStat) bool { n++; return true })
 	}
 	b.ReportMetric(float64(n)/float64(b.N), "procs")
+}
+
+// ptsFDs counts this process's descriptors open on /dev/pts/* (a terminal
+// the test runs in counts too, so compare with a count taken before).
+func ptsFDs(t *testing.T) int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range ents {
+		if l, err := os.Readlink("/proc/self/fd/" + e.Name()); err == nil && strings.HasPrefix(l, "/dev/pts/") {
+			n++
+		}
+	}
+	return n
 }
