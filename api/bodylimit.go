@@ -21,9 +21,10 @@ import (
 //     bodyMinRate, and no read may wait more than bodyIdle; a body that
 //     falls behind is cut (its handler sees errBodyTooSlow, the connection
 //     is closed);
-//   - at most maxBodies requests read a body at once, a quarter of the fd
-//     limit less a reserve, so that bodies can never take the fds the
-//     health probe, streams and commands need; a request with a body beyond
+//   - at most maxBodies requests read a body at once, a sixteenth of the fd
+//     limit less a reserve (a body may hold 3 fds besides its socket, and
+//     the sockets have a cap of their own: conncap.go), so that bodies can
+//     never take the fds the health probe, streams and commands need; a request with a body beyond
 //     that is answered 503 at once (Retry-After: 1) and its connection
 //     closed, before any handler opens anything.
 //
@@ -46,7 +47,7 @@ func maxBodiesFor(fdLimit uint64) int64 {
 	if fdLimit <= fdReserve {
 		return minBodies
 	}
-	return max(minBodies, int64(fdLimit-fdReserve)/4)
+	return max(minBodies, int64(fdLimit-fdReserve)/16)
 }
 
 // fdSoftLimit is the current RLIMIT_NOFILE (main raises it to the hard

@@ -145,7 +145,7 @@ func TestMaxBodiesFor(t *testing.T) {
 	for _, c := range []struct {
 		limit uint64
 		want  int64
-	}{{0, minBodies}, {512, minBodies}, {560, minBodies}, {600, 22}, {1024, 128}, {4096, 896}, {20000, 4872}, {1 << 20, (1<<20 - 512) / 4}} {
+	}{{0, minBodies}, {512, minBodies}, {560, minBodies}, {600, minBodies}, {1024, 32}, {4096, 224}, {20000, 1218}, {1 << 20, (1<<20 - 512) / 16}} {
 		if got := maxBodiesFor(c.limit); got != c.want {
 			t.Errorf("maxBodiesFor(%d) = %d; want %d", c.limit, got, c.want)
 		}

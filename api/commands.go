@@ -148,17 +148,25 @@ func (s *Server) createCommand(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var b createBody
-	if err := decodeJSON(r, &b, false); err != nil {
+	// A large body's decode turn is held until the command has started: the
+	// envs are copied twice more on the way (the request, the environment).
+	leave, err := decodeJSONTurn(r, &b, false)
+	if err != nil {
+		leave()
 		fail(w, err)
 		return
 	}
 	req, err := b.request()
 	if err != nil {
+		leave()
 		fail(w, err)
 		return
 	}
+	b = createBody{}
 	req.RequestID = RequestID(r.Context())
 	st, created, err := s.m.Create(req)
+	req = runtime.CreateRequest{}
+	leave()
 	if err != nil {
 		fail(w, err)
 		return

@@ -22,43 +22,60 @@ const maxJSONBody = 1 << 20
 // otherwise: a browser page cannot send one without a CORS preflight). An
 // empty body decodes as {} when allowEmpty is set, whatever its type.
 func decodeJSON(r *http.Request, v any, allowEmpty bool) error {
-	body := http.MaxBytesReader(nil, r.Body, maxJSONBody)
-	data, err := io.ReadAll(body)
+	leave, err := decodeJSONTurn(r, v, allowEmpty)
+	leave()
+	return err
+}
+
+// bigDecodes is the turn of the large-body decodes of every server
+// (bodyread.go).
+var bigDecodes = newDecodeGate()
+
+// decodeJSONTurn is decodeJSON for a caller that goes on using what a
+// large body decoded into (a create's envs, while the command starts): it
+// returns with the body's decode turn still held, and leave (never nil)
+// gives it back.
+func decodeJSONTurn(r *http.Request, v any, allowEmpty bool) (leave func(), _ error) {
+	leave = func() {}
+	data, err := readBody(nil, r, maxJSONBody)
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			return &httpError{kind: errRequestTooLarge, msg: fmt.Sprintf("request body is over %d bytes", maxJSONBody)}
+			return leave, &httpError{kind: errRequestTooLarge, msg: fmt.Sprintf("request body is over %d bytes", maxJSONBody)}
 		}
-		return badRequest("reading the body: " + err.Error())
+		return leave, badRequest("reading the body: " + err.Error())
 	}
 	if len(data) > 0 && !isJSONType(r.Header.Get("Content-Type")) {
 		ct := r.Header.Get("Content-Type")
 		if ct == "" {
 			ct = "none"
 		}
-		return &httpError{kind: errUnsupportedMediaType, msg: fmt.Sprintf("the body must be sent with Content-Type: application/json (got %s)", ct)}
+		return leave, &httpError{kind: errUnsupportedMediaType, msg: fmt.Sprintf("the body must be sent with Content-Type: application/json (got %s)", ct)}
 	}
-	if len(strings.TrimSpace(string(data))) == 0 {
+	if len(bytes.TrimSpace(data)) == 0 {
 		if allowEmpty {
-			return nil
+			return leave, nil
 		}
-		return badRequest("the request body is empty; a JSON object is required")
+		return leave, badRequest("the request body is empty; a JSON object is required")
+	}
+	if leave, err = bigDecodes.enter(r.Context(), len(data)); err != nil {
+		return func() {}, badRequest(err.Error())
 	}
 	if err := checkKeys(data, v); err != nil {
-		return err
+		return leave, err
 	}
-	dec := json.NewDecoder(strings.NewReader(string(data)))
+	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return badRequest(describeJSONError(err))
+		return leave, badRequest(describeJSONError(err))
 	}
 	if dec.More() {
-		return badRequest("the body holds more than one JSON value")
+		return leave, badRequest("the body holds more than one JSON value")
 	}
 	if _, err := dec.Token(); err != io.EOF {
-		return badRequest("the body holds more than one JSON value")
+		return leave, badRequest("the body holds more than one JSON value")
 	}
-	return nil
+	return leave, nil
 }
 
 // describeJSONError turns encoding/json errors into messages that name the

@@ -1,7 +1,6 @@
 package api
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -115,32 +114,47 @@ func (s *Server) legacyExecute(w http.ResponseWriter, r *http.Request) {
 		legacyDetail(w, http.StatusBadRequest, legacyParseError)
 		return
 	}
+	// A large body is parsed and split in its decode turn (bodyread.go).
+	leave, err := bigDecodes.enter(r.Context(), len(body))
+	if err != nil {
+		return // the client left
+	}
 	command, fail := parseExecuteBody(r.Header.Get("Content-Type"), body)
+	body = nil
 	if fail != nil {
+		leave()
 		legacyDetail(w, fail.status, fail.detail)
 		return
 	}
 	timeout, seconds := s.legacyTimeout(r)
-	argv, err := shlex.Split(command)
-	switch {
-	case err != nil:
-		writeLegacyJSON(w, http.StatusOK, execFailed(err.Error()))
-		return
-	case len(argv) == 0:
-		// CPython 3.11's error for Popen([]); 3.14 words it differently.
-		writeLegacyJSON(w, http.StatusOK, execFailed("list index out of range"))
+	argv, failed := splitCommand(command)
+	if failed != "" {
+		leave()
+		writeLegacyJSON(w, http.StatusOK, execFailed(failed))
 		return
 	}
-	for _, a := range argv {
-		if strings.IndexByte(a, 0) >= 0 {
-			writeLegacyJSON(w, http.StatusOK, execFailed("embedded null byte"))
-			return
-		}
+	if len(command) > bigBody {
+		// The words of a large command cost many times its size (16 bytes a
+		// word and more): a call that waits for an execution slot keeps the
+		// command only (a copy of its own, holding nothing of the body or
+		// the parser), and splits it again once it has a slot.
+		argv, command = nil, strings.Clone(command)
+	} else {
+		command = ""
 	}
+	leave()
 
 	type outcome struct {
-		res runtime.ExecResult
-		err error
+		res  runtime.ExecResult
+		argv []string
+		err  error
+		slot bool // an execSlots place to give back after res
+	}
+	release := func(o *outcome) {
+		o.res.Release()
+		if o.slot {
+			<-s.execSlots
+		}
 	}
 	done := make(chan outcome, 1) // buffered: the runner never waits for a gone client
 	go func() {
@@ -150,8 +164,36 @@ func (s *Server) legacyExecute(w http.ResponseWriter, r *http.Request) {
 				done <- outcome{err: fmt.Errorf("internal error: %v", p)}
 			}
 		}()
+		if argv == nil {
+			// Wait for a place in execSlots, as many as Execute's own slots
+			// and given back only after them, so that Execute never waits
+			// with the words; then split in a decode turn.
+			select {
+			case s.execSlots <- struct{}{}:
+			case <-r.Context().Done():
+				done <- outcome{err: r.Context().Err()}
+				return
+			}
+			leave, err := bigDecodes.enter(r.Context(), len(command))
+			if err != nil {
+				<-s.execSlots
+				done <- outcome{err: r.Context().Err()}
+				return
+			}
+			argv, _ = splitCommand(command)
+			command = ""
+			leave()
+			res, err := s.m.Execute(r.Context(), argv, timeout)
+			if err != nil {
+				<-s.execSlots
+				done <- outcome{res: res, argv: argv, err: err}
+				return
+			}
+			done <- outcome{res: res, argv: argv, slot: true}
+			return
+		}
 		res, err := s.m.Execute(r.Context(), argv, timeout)
-		done <- outcome{res, err}
+		done <- outcome{res: res, argv: argv, err: err}
 	}()
 
 	w.Header().Set("Content-Type", "application/json")
@@ -165,8 +207,8 @@ func (s *Server) legacyExecute(w http.ResponseWriter, r *http.Request) {
 		case o := <-done:
 			// The answer is encoded as it is written; the execution slot is
 			// held until it is out (or the client is cut for not reading).
-			err := writeLegacyExecAnswer(newDeadlineWriter(w, rc), argv, seconds, &o.res, o.err)
-			o.res.Release()
+			err := writeLegacyExecAnswer(newDeadlineWriter(w, rc), o.argv, seconds, &o.res, o.err)
+			release(&o)
 			if err == nil {
 				rc.SetWriteDeadline(time.Time{}) // the connection may serve another request
 			}
@@ -180,23 +222,36 @@ func (s *Server) legacyExecute(w http.ResponseWriter, r *http.Request) {
 			// result is dropped and its slot given back.
 			go func() {
 				o := <-done
-				o.res.Release()
+				release(&o)
 			}()
 			return
 		}
 	}
 }
 
-// readLegacyBody reads a body of at most maxJSONBody bytes into one buffer
-// of its announced size (io.ReadAll would double its way there, leaving
-// twice the body behind as garbage).
-func readLegacyBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
-	var buf bytes.Buffer
-	if n := r.ContentLength; n > 0 && n <= maxJSONBody {
-		buf.Grow(int(n) + bytes.MinRead)
+// splitCommand splits a legacy command as shlex.split would, or returns
+// the message of Popen's failure for it.
+func splitCommand(command string) (argv []string, failed string) {
+	argv, err := shlex.Split(command)
+	switch {
+	case err != nil:
+		return nil, err.Error()
+	case len(argv) == 0:
+		// CPython 3.11's error for Popen([]); 3.14 words it differently.
+		return nil, "list index out of range"
 	}
-	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, maxJSONBody))
-	return buf.Bytes(), err
+	for _, a := range argv {
+		if strings.IndexByte(a, 0) >= 0 {
+			return nil, "embedded null byte"
+		}
+	}
+	return argv, ""
+}
+
+// readLegacyBody reads a body of at most maxJSONBody bytes, growing its
+// buffer only as bytes arrive (readBody): never from the Content-Length.
+func readLegacyBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	return readBody(w, r, maxJSONBody)
 }
 
 // legacyTimeout is SANDBOX_EXEC_TIMEOUT_SECONDS, or X-Sandbox-Timeout when

@@ -61,7 +61,11 @@ type Server struct {
 	stopStreams context.CancelFunc
 	hijacked    *connSet
 	bodies      *bodyGate // requests reading a body (bodylimit.go)
-	origins     originPolicy
+	// execSlots is taken by a large /execute before it splits its command
+	// (legacyExecute): as many places as Execute's own slots.
+	execSlots chan struct{}
+	conns     *connLimiter // open connections (conncap.go)
+	origins   originPolicy
 }
 
 // route is one path of the route table. Each path is registered once; its
@@ -87,6 +91,12 @@ func New(m *runtime.Manager, opts Options) *Server {
 		opts.Metrics = NewMetrics(m)
 	}
 	s := &Server{m: m, opts: opts, log: opts.Logger.Named("api"), metrics: opts.Metrics, hijacked: newConnSet(), bodies: newBodyGate()}
+	execs := 8
+	if m != nil {
+		execs = max(1, m.Config().MaxExecutions)
+	}
+	s.execSlots = make(chan struct{}, execs)
+	s.conns = newConnLimiter(fdSoftLimit(), s.log.Named("conns"))
 	s.streamsCtx, s.stopStreams = context.WithCancel(context.Background())
 	s.auth = newTokenAuth(opts.TokenFile, s.log.Named("auth"))
 	s.origins = newOriginPolicy(opts.AllowedOrigins)

@@ -4,10 +4,13 @@ package reliability
 
 import (
 	"bufio"
+	"bytes"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
@@ -224,4 +227,135 @@ func procLimit(pid int, name string) string {
 		}
 	}
 	return ""
+}
+
+// TestIdleConnFlood: more connections than the daemon has fds, none of
+// which ever sends a byte, each re-opened as soon as the daemon closes it
+// (by another process, as an attacker would be). The health probe (a new
+// connection each time) must answer within 5 s throughout, and the
+// daemon's fds must stay below its limit: it keeps its open connections
+// well below the fd limit by closing those idle the longest, never one
+// whose request has arrived. Today's main: accept failed with EMFILE (the
+// silent connections were not counted anywhere) and the probes failed.
+func TestIdleConnFlood(t *testing.T) {
+	fdLimit := scale(8192, 4096)
+	flood := scale(12000, 6000)
+	duration := time.Duration(scale(40, 25)) * time.Second
+	d := startDaemon(t, daemonConfig{prefix: []string{"prlimit", fmt.Sprintf("--nofile=%d:%d", fdLimit, fdLimit)}})
+
+	end := time.Now().Add(duration)
+	flooder := exec.Command(os.Args[0], "-test.run=^TestIdleConnFloodHelper$", "-test.v")
+	flooder.Env = append(os.Environ(), "RELIABILITY_FLOOD_ADDR="+d.addr,
+		"RELIABILITY_FLOOD_CONNS="+strconv.Itoa(flood), "RELIABILITY_FLOOD_END="+end.Format(time.RFC3339Nano))
+	var flooderOut bytes.Buffer
+	flooder.Stdout, flooder.Stderr = &flooderOut, &flooderOut
+	if err := flooder.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer flooder.Process.Kill()
+
+	var probes, probeFails int
+	var slowest time.Duration
+	var firstFail string
+	maxFDs := 0
+	time.Sleep(time.Second) // let the flood build up
+	for time.Now().Before(end.Add(-time.Second)) {
+		start := time.Now()
+		resp, err := rawHealth(d.addr)
+		took := time.Since(start)
+		probes++
+		slowest = max(slowest, took)
+		if err != nil || resp.StatusCode != http.StatusOK {
+			probeFails++
+			if firstFail == "" {
+				firstFail = fmt.Sprintf("after %v: %v %v", took.Round(time.Millisecond), err, resp)
+			}
+		}
+		if resp != nil {
+			resp.Body.Close()
+		}
+		maxFDs = max(maxFDs, fdCount(d.pid))
+		time.Sleep(250 * time.Millisecond)
+	}
+	flooder.Wait()
+	var opened, closedByDaemon, dialErrs int
+	if i := strings.Index(flooderOut.String(), "FLOOD:"); i < 0 {
+		t.Fatalf("the flooder reported nothing:\n%s", truncate(flooderOut.String(), 2000))
+	} else {
+		fmt.Sscanf(flooderOut.String()[i:], "FLOOD: opened %d closed %d dialerrs %d", &opened, &closedByDaemon, &dialErrs)
+	}
+	figure(t, "idle flood: %d silent connections (another process) re-opened at once when closed, %v, on fd limit %d: %d opened, %d closed by the daemon, %d failed dials; daemon fds max %d; health probes %d, failed %d, slowest %v",
+		flood, duration, fdLimit, opened, closedByDaemon, dialErrs, maxFDs, probes, probeFails, slowest.Round(time.Millisecond))
+	if probeFails > 0 {
+		t.Errorf("%d of %d health probes failed (first: %s)", probeFails, probes, firstFail)
+	}
+	if maxFDs >= fdLimit-16 {
+		t.Errorf("the daemon used %d fds of %d", maxFDs, fdLimit)
+	}
+	if !d.alive() {
+		t.Fatal("the daemon died")
+	}
+	d.closeIdle()
+	if code, _ := d.mustCall("GET", "/v1/health", nil); code != http.StatusOK {
+		t.Errorf("health after the flood: %d", code)
+	}
+	if d.logs.contains("too many open files") {
+		t.Errorf("the daemon ran out of fds (too many open files in its log)")
+	}
+}
+
+func rawHealth(addr string) (*http.Response, error) {
+	deadline := time.Now().Add(5 * time.Second)
+	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	c.SetDeadline(deadline)
+	if _, err := c.Write([]byte("GET /v1/health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")); err != nil {
+		return nil, err
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		return nil, err
+	}
+	_, err = io.ReadAll(resp.Body)
+	return resp, err
+}
+
+// TestIdleConnFloodHelper is the flooding process of TestIdleConnFlood.
+func TestIdleConnFloodHelper(t *testing.T) {
+	addr := os.Getenv("RELIABILITY_FLOOD_ADDR")
+	if addr == "" {
+		t.Skip("run by TestIdleConnFlood")
+	}
+	n, _ := strconv.Atoi(os.Getenv("RELIABILITY_FLOOD_CONNS"))
+	end, _ := time.Parse(time.RFC3339Nano, os.Getenv("RELIABILITY_FLOOD_END"))
+	var opened, closedByDaemon, dialErrs atomic.Int64
+	var wg sync.WaitGroup
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			buf := make([]byte, 1)
+			for time.Now().Before(end) {
+				c, err := net.DialTimeout("tcp", addr, 2*time.Second)
+				if err != nil {
+					dialErrs.Add(1)
+					time.Sleep(50 * time.Millisecond)
+					continue
+				}
+				opened.Add(1)
+				c.SetReadDeadline(end)
+				if _, err := c.Read(buf); err != nil {
+					if ne, ok := err.(net.Error); !ok || !ne.Timeout() {
+						closedByDaemon.Add(1)
+					}
+				}
+				c.Close() // and re-open at once
+			}
+		}()
+	}
+	wg.Wait()
+	fmt.Printf("FLOOD: opened %d closed %d dialerrs %d\n", opened.Load(), closedByDaemon.Load(), dialErrs.Load())
 }

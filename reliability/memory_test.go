@@ -320,3 +320,136 @@ func TestExecuteNonReader(t *testing.T) {
 	}
 	d.assertCleanLogs()
 }
+
+// TestBodyDecodeMemory: many concurrent bodies of just under 1 MiB of the
+// shapes that cost most to decode: a create with ~87,000 envs keys, and an
+// /execute of "echo a a a …" (500,000 words once split). At most 4 bodies
+// over 64 KiB are decoded at once, and an /execute waiting for a slot
+// keeps its command, not its words, so the peak does not grow with the
+// number of bodies beyond the 1 × (and the GC's slack) of each waiting
+// body: VmHWM within idle + 256 MiB + 4 MiB per body (the 8 executions'
+// words and their copies for execve, and the GC's slack, vary most).
+// Today's main: 24 of the creates took 654 MiB, 60 of either 1.2–1.5 GB.
+func TestBodyDecodeMemory(t *testing.T) {
+	bodies := scale(60, 24)
+	decodePeakMiB := 256 + 4*bodies
+	var eb bytes.Buffer
+	eb.WriteString(`{"argv":["true"],"envs":{`)
+	for k := 0; k < 87000; k++ {
+		if k > 0 {
+			eb.WriteByte(',')
+		}
+		fmt.Fprintf(&eb, `"K%05d":""`, k)
+	}
+	eb.WriteString(`}}`)
+	create := eb.Bytes()
+	execute := []byte(`{"command":"echo` + strings.Repeat(" a", 500_000) + `"}`)
+	if len(create) >= 1<<20 || len(execute) >= 1<<20 {
+		t.Fatalf("bodies of %d and %d bytes: over the limit", len(create), len(execute))
+	}
+	post := func(d *daemon, path string, body []byte) (int, string, error) {
+		req, _ := http.NewRequest("POST", d.url+path, bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := d.client.Do(req)
+		if err != nil {
+			return 0, "", err
+		}
+		defer resp.Body.Close()
+		data, err := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(data), err
+	}
+	for _, c := range []struct {
+		name, path string
+		body       []byte
+		ok         func(code int, data string) bool
+	}{
+		{"create with 87,000 envs", "/v1/commands", create, func(code int, data string) bool {
+			return code == http.StatusCreated || code == http.StatusTooManyRequests
+		}},
+		{"/execute of 500,000 words", "/execute", execute, func(code int, data string) bool {
+			return code == http.StatusOK && strings.Contains(data, `"exit_code"`)
+		}},
+	} {
+		d := startDaemon(t, daemonConfig{}) // each shape on a daemon of its own
+		if code, data, err := post(d, "/execute", []byte(`{"command":"true"}`)); err != nil || code != http.StatusOK {
+			t.Fatalf("warm-up: %d %s %v", code, data, err)
+		}
+		d.closeIdle()
+		idle := vmKB(t, d.pid, "VmRSS")
+		resetHWM(t, d.pid)
+		var wg sync.WaitGroup
+		var errs errSet
+		counts := map[int]int{}
+		var mu sync.Mutex
+		start := time.Now()
+		for range bodies {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				code, data, err := post(d, c.path, c.body)
+				mu.Lock()
+				counts[code]++
+				mu.Unlock()
+				if err != nil || !c.ok(code, data) {
+					errs.add("%s: %d %s %v", c.name, code, truncate(data, 200), err)
+				}
+			}()
+		}
+		wg.Wait()
+		took := time.Since(start)
+		peak := vmKB(t, d.pid, "VmHWM")
+		figure(t, "decode memory: %d concurrent %s (%d bytes each) in %v, answers %v: VmHWM %d KiB = idle %d + %d KiB (%.1f × one body per body); bound idle + %d MiB",
+			bodies, c.name, len(c.body), took.Round(time.Millisecond), counts, peak, idle, peak-idle, float64(peak-idle)*1024/float64(len(c.body))/float64(bodies), decodePeakMiB)
+		errs.report(t, "wrong answers")
+		if peak-idle > int64(decodePeakMiB)<<10 && !raceDaemon {
+			t.Errorf("%s: peak RSS idle + %d KiB for %d bodies; bound idle + %d MiB", c.name, peak-idle, bodies, decodePeakMiB)
+		}
+		d.assertCleanLogs()
+		d.stop(30 * time.Second)
+	}
+}
+
+// TestAnnouncedBodies: connections that announce a 1 MiB body, send 12
+// bytes of it and wait. A body's buffer grows as its bytes arrive, so they
+// cost their sockets, not what they announce: VmHWM within idle + 32 MiB.
+// Today's main grew the buffer to Content-Length up front: 200 such
+// connections took 200 MiB, ~300 got PID 1 OOM-killed in a 256 MiB pod.
+func TestAnnouncedBodies(t *testing.T) {
+	conns := scale(200, 200)
+	d := startDaemon(t, daemonConfig{})
+	if code, _ := d.mustCall("POST", "/execute", map[string]any{"command": "true"}); code != http.StatusOK {
+		t.Fatalf("warm-up: %d", code)
+	}
+	d.closeIdle()
+	idle := vmKB(t, d.pid, "VmRSS")
+	resetHWM(t, d.pid)
+	var open []net.Conn
+	defer func() {
+		for _, c := range open {
+			c.Close()
+		}
+	}()
+	for i := range conns {
+		path := "/execute"
+		if i%2 == 1 {
+			path = "/v1/commands"
+		}
+		c, err := net.Dial("tcp", d.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		open = append(open, c)
+		fmt.Fprintf(c, "POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1048576\r\n\r\n{\"command\":\"", path)
+	}
+	// Let every handler start reading.
+	poll(3*time.Second, 100*time.Millisecond, func() (bool, string) { return false, "" })
+	peak := vmKB(t, d.pid, "VmHWM")
+	figure(t, "announced bodies: %d connections announcing 1 MiB and sending 12 bytes: VmHWM %d KiB = idle %d + %d KiB; bound idle + 32 MiB",
+		conns, peak, idle, peak-idle)
+	if peak-idle > 32<<10 && !raceDaemon {
+		t.Errorf("peak RSS idle + %d KiB for %d bodies of 12 bytes; bound idle + 32 MiB", peak-idle, conns)
+	}
+	if code, _ := d.mustCall("GET", "/v1/health", nil); code != http.StatusOK {
+		t.Errorf("health: %d", code)
+	}
+}

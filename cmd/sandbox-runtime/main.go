@@ -199,6 +199,7 @@ func run(ctx context.Context, stopSignals func(), cfg *config, log *zap.Logger, 
 		ErrorLog:          zap.NewStdLog(log.Named("http")),
 		BaseContext:       func(net.Listener) context.Context { return context.Background() },
 		ConnContext:       api.ConnContext, // streams bound what the kernel queues for a slow reader
+		ConnState:         srv.ConnState,   // open connections are capped well below the fd limit
 	}
 	log.Info("listening",
 		zap.String("addr", ln.Addr().String()),

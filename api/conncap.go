@@ -1,0 +1,172 @@
+package api
+
+import (
+	"container/list"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// Open connections are capped well below the fd limit, so that the daemon
+// can always accept one more (the health probe). Connections that never
+// send a byte were not counted anywhere: 3 × 7,000 idle connections,
+// re-opened as fast as they were closed, took every fd; accept failed
+// (`accept4: too many open files`, retried each second) and the health
+// probe went unanswered.
+//
+// The cap is enforced through http.Server.ConnState (Server.ConnState):
+// once more than maxConns connections are open, the ones that have waited
+// longest without a request in progress (new or idle keep-alive) are
+// closed, oldest first, never the one just accepted: a probe that just
+// arrived is served. Only when none is left and more than hardConns are
+// open are the oldest connections with a request in progress closed too.
+//
+// The closing is as fast as the re-opening, so that a client gets about
+// maxConns / (connections accepted per second) to send its request (about
+// 0.2 s with 6,000 connections re-opened at once against 4,096 fds on two
+// cores): a connection whose request has arrived, or that received bytes
+// in the last second, is never taken for silent (recentlyHeard).
+//
+// The fd budget at a limit L, less fdReserve (commands' pipes, files,
+// the log): maxConns = (L−512)×3/4 and hardConns = (L−512)×13/16 sockets,
+// plus (L−512)/16 bodies in flight of up to 3 more fds each (a PUT holds
+// the base dir, the parent dir and its temporary file): at most L − 512 in
+// all.
+type connLimiter struct {
+	soft, hard int
+	log        *zap.Logger
+
+	mu    sync.Mutex
+	conns map[net.Conn]*connEntry
+	quiet list.List // new and idle connections, longest waiting first
+	busy  list.List // connections with a request in progress, oldest first
+
+	shed     atomic.Int64 // connections closed for the cap
+	lastWarn atomic.Int64 // unix nanoseconds of the last warning
+}
+
+type connEntry struct {
+	c  net.Conn
+	in *list.List
+	el *list.Element
+}
+
+func (e *connEntry) move(to *list.List) {
+	if e.in != nil {
+		e.in.Remove(e.el)
+	}
+	e.in, e.el = to, to.PushBack(e)
+}
+
+func (e *connEntry) remove() {
+	if e.in != nil {
+		e.in.Remove(e.el)
+		e.in, e.el = nil, nil
+	}
+}
+
+// maxConnsFor is the connection cap (soft) and the hard cap for an fd limit.
+func maxConnsFor(fdLimit uint64) (soft, hard int) {
+	avail := int64(0)
+	if fdLimit > fdReserve {
+		avail = int64(fdLimit - fdReserve)
+	}
+	soft = int(max(2*minBodies, avail*3/4))
+	hard = int(max(int64(soft), avail*13/16))
+	return soft, hard
+}
+
+func newConnLimiter(fdLimit uint64, log *zap.Logger) *connLimiter {
+	l := &connLimiter{log: log, conns: map[net.Conn]*connEntry{}}
+	l.soft, l.hard = maxConnsFor(fdLimit)
+	return l
+}
+
+// ConnState is for http.Server.ConnState: it counts the open connections
+// and closes the longest-waiting idle ones beyond the cap (conncap.go).
+func (s *Server) ConnState(c net.Conn, st http.ConnState) { s.conns.connState(c, st) }
+
+// OpenConns is the number of connections counted against the cap.
+func (s *Server) OpenConns() int {
+	s.conns.mu.Lock()
+	defer s.conns.mu.Unlock()
+	return len(s.conns.conns)
+}
+
+func (l *connLimiter) connState(c net.Conn, st http.ConnState) {
+	var victims []net.Conn
+	l.mu.Lock()
+	e := l.conns[c]
+	switch st {
+	case http.StateNew:
+		e = &connEntry{c: c}
+		l.conns[c] = e
+		e.move(&l.quiet)
+		victims = l.overCap(c)
+	case http.StateIdle:
+		if e != nil {
+			e.move(&l.quiet)
+		}
+	case http.StateActive:
+		if e != nil {
+			e.move(&l.busy)
+		}
+	case http.StateHijacked, http.StateClosed:
+		if e != nil {
+			e.remove()
+			delete(l.conns, c)
+		}
+	}
+	l.mu.Unlock()
+	for _, v := range victims {
+		v.Close() // its serving goroutine ends on the read error
+	}
+	if n := len(victims); n > 0 {
+		total := l.shed.Add(int64(n))
+		now := time.Now().UnixNano()
+		if last := l.lastWarn.Load(); now-last > int64(10*time.Second) && l.lastWarn.CompareAndSwap(last, now) {
+			l.log.Warn("connection limit reached; closing the connections idle the longest",
+				zap.Int("limit", l.soft), zap.Int64("closed_total", total))
+		}
+	}
+}
+
+// maxSpared bounds the connections overCap looks at and spares per call.
+const maxSpared = 64
+
+// overCap takes the connections to close once newest has been counted.
+// l.mu is held.
+func (l *connLimiter) overCap(newest net.Conn) (out []net.Conn) {
+	spared := 0
+	take := func(from *list.List, spare bool) bool {
+		front := from.Front()
+		if front == nil {
+			return false
+		}
+		e := front.Value.(*connEntry)
+		if e.c == newest {
+			return false
+		}
+		if spare && spared < maxSpared && recentlyHeard(e.c, time.Second) {
+			// Its request has arrived or is being read (its goroutine has
+			// not got to it yet): it is about to be busy, not silent. Look
+			// further; it goes behind the others.
+			spared++
+			e.move(&l.quiet)
+			return true
+		}
+		e.remove()
+		delete(l.conns, e.c)
+		out = append(out, e.c)
+		return true
+	}
+	for len(l.conns) > l.soft && take(&l.quiet, true) {
+	}
+	for len(l.conns) > l.hard && take(&l.busy, false) {
+	}
+	return out
+}
