@@ -3,6 +3,7 @@
 package reliability
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
@@ -300,7 +301,20 @@ func TestExecuteNonReader(t *testing.T) {
 	body := `{"command":"sh -c \"head -c 8388608 /dev/zero | tr '\\\\0' '\\\\1'\""}`
 	fmt.Fprintf(c, "POST /execute HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
 	// The answer is ~48 MiB of JSON (\u0001 per byte); this client reads
-	// none of it. The next call needs the only slot.
+	// none of it past its first byte: wait until the answer has begun ("{"
+	// after the headers and any heartbeat spaces), so that this call holds
+	// the only slot. The next call needs it.
+	br := bufio.NewReader(c)
+	c.SetReadDeadline(time.Now().Add(60 * time.Second))
+	for {
+		b, err := br.ReadByte()
+		if err != nil {
+			t.Fatalf("the first call's answer did not begin: %v", err)
+		}
+		if b == '{' {
+			break
+		}
+	}
 	start := time.Now()
 	code, data, _, err := d.callTimeout("POST", "/execute", map[string]any{"command": "echo next"}, 90*time.Second)
 	waited := time.Since(start)
@@ -309,7 +323,7 @@ func TestExecuteNonReader(t *testing.T) {
 	}
 	// Now read what the non-reader was sent: not the whole answer.
 	c.SetReadDeadline(time.Now().Add(60 * time.Second))
-	n, rerr := io.Copy(io.Discard, c)
+	n, rerr := io.Copy(io.Discard, br)
 	figure(t, "execute non-reader: the next call (1 slot) waited %v; the non-reader's connection then gave %d bytes and ended with %v (whole answer ~%d bytes)",
 		waited.Round(time.Millisecond), n, rerr, 6*limit)
 	if n >= int64(6*limit) {
