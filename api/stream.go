@@ -20,7 +20,11 @@ import (
 // and one sink buffer until it is closed, so they are kept small: seven stuck
 // streams must stay within the flood bound (idle + 8 MiB).
 const (
-	maxEventData  = 32 << 10 // output bytes in one event
+	maxEventData = 32 << 10 // output bytes in one event
+	// maxEventText bounds the JSON text of one event's data: a chunk of
+	// control bytes (6 bytes each as \u00XX) is cut shorter, so that an
+	// event never holds more than this in a sink's buffer.
+	maxEventText  = 64 << 10
 	maxReadBytes  = 64 << 10 // output bytes copied out of the ring per read
 	sinkFlushSize = 64 << 10 // an NDJSON sink writes once it holds this much
 	// streamUnsentLimit bounds the bytes of a stream's connection that the
@@ -144,6 +148,7 @@ func (s *Server) streamEvents(ctx context.Context, c *runtime.Command, o streamO
 				if off+n < len(data) {
 					n = runeBoundary(data[off:], n)
 				}
+				n = textFit(data[off:off+n], maxEventText)
 				at := r.Cursor + int64(off)
 				chunk := data[off : off+n]
 				if bs, ok := sink.(bufferedSink); ok { // encode in place: one copy less
@@ -215,6 +220,46 @@ func runeBoundary(data []byte, n int) int {
 		}
 	}
 	return n
+}
+
+// textFit returns the length of the longest prefix of s whose JSON text
+// (see appendJSONText) takes at most budget bytes, never less than one
+// character and never inside one. Bytes that are not ASCII count once:
+// the cut only has to bound escapes, which are ASCII.
+func textFit(s []byte, budget int) int {
+	if len(s)*6 <= budget {
+		return len(s)
+	}
+	cost, i := 0, 0
+	for i < len(s) {
+		if i+8 <= len(s) && !needsEscape8(binary.LittleEndian.Uint64(s[i:])) {
+			if cost+8 > budget {
+				break
+			}
+			cost, i = cost+8, i+8
+			continue
+		}
+		c := 1
+		switch b := s[i]; {
+		case b == '"' || b == '\\' || b == '\n' || b == '\r' || b == '\t':
+			c = 2
+		case b < 0x20:
+			c = 6
+		}
+		if cost+c > budget {
+			break
+		}
+		cost += c
+		i++
+	}
+	if i >= len(s) {
+		return len(s)
+	}
+	if n := runeBoundary(s, i); n > 0 {
+		return n
+	}
+	_, size := utf8.DecodeRune(s)
+	return size
 }
 
 // appendOutputEvent appends an output event for data to dst: text when data

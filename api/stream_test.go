@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"strings"
@@ -74,5 +75,44 @@ func BenchmarkAppendJSONText(b *testing.B) {
 	var dst []byte
 	for b.Loop() {
 		dst, _ = appendJSONText(dst[:0], line)
+	}
+}
+
+// TestTextFitBoundsEncodedEvents checks that an event's JSON text stays
+// within maxEventText whatever the bytes, and that the cut never splits a
+// character or drops a byte.
+func TestTextFitBoundsEncodedEvents(t *testing.T) {
+	inputs := map[string][]byte{
+		"nul":     make([]byte, maxEventData),
+		"ascii":   bytes.Repeat([]byte("a"), maxEventData),
+		"newline": bytes.Repeat([]byte("y\n"), maxEventData/2),
+		"quotes":  bytes.Repeat([]byte(`"\`), maxEventData/2),
+		"euro":    bytes.Repeat([]byte("€\x01"), maxEventData/4),
+		"control": bytes.Repeat([]byte{0x1b, '[', 'K', 0x07}, maxEventData/4),
+	}
+	for name, data := range inputs {
+		var got []byte
+		events := 0
+		for off := 0; off < len(data); {
+			n := textFit(data[off:], maxEventText)
+			if n <= 0 {
+				t.Fatalf("%s: textFit returned %d at %d", name, n, off)
+			}
+			chunk := data[off : off+n]
+			if !utf8.Valid(chunk) {
+				t.Fatalf("%s: chunk at %d of %d bytes splits a character", name, off, n)
+			}
+			text, ok := appendJSONText(nil, chunk)
+			if !ok || len(text) > maxEventText {
+				t.Fatalf("%s: chunk at %d of %d bytes encodes to %d bytes (ok %v); bound %d", name, off, n, len(text), ok, maxEventText)
+			}
+			got = append(got, chunk...)
+			off += n
+			events++
+		}
+		if !bytes.Equal(got, data) {
+			t.Fatalf("%s: the chunks do not add up to the input", name)
+		}
+		t.Logf("%s: %d bytes in %d events", name, len(data), events)
 	}
 }

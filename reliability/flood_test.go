@@ -193,13 +193,13 @@ func checkRSS(t *testing.T, phase string, idle int64, s *rssSampler) string {
 	return ""
 }
 
-// streamBuffersCause explains the RSS overrun with stuck followers (see the
-// report): it is the per-stream buffering of api/stream.go.
-const streamBuffersCause = "cause: api/stream.go keeps per-stream buffers alive while a stream is blocked writing to a client " +
-	"that does not read: streamEvents' read buffer (c.Read of up to maxEventData*4 = 256 KiB) and ndjsonSink.buf, which batches " +
-	"events up to 256 KiB before it writes, plus the event being encoded (64 KiB of data JSON-escapes to 96 KiB as text, 384 KiB " +
-	"as control bytes such as NUL), so the batch grows to ~640 KiB; fix: flush the sink at 32 KiB (write each event once the batch " +
-	"is over it), read at most maxEventData per iteration, and lower maxEventData to 16 KiB"
+// streamBuffersCause names what a stuck follower holds, for an RSS
+// overrun with stuck followers: api/stream.go keeps one ring read buffer
+// (maxReadBytes) and one NDJSON batch (flushed at sinkFlushSize, each event's
+// text at most maxEventText) per stream blocked writing to its client.
+const streamBuffersCause = "what a stuck stream holds: api/stream.go's ring read buffer (maxReadBytes = 64 KiB) and its NDJSON batch " +
+	"(written once over sinkFlushSize = 64 KiB; one event's JSON text is at most maxEventText = 64 KiB, so control bytes such as NUL, " +
+	"6 bytes each as \\u0000, are cut into shorter events); look for a buffer that grows past these"
 
 // minPipeShare is the floor of the writer's throughput under the daemon, as
 // a share of a raw pipe measured just before. The two shared cores make the
