@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/sandbox-runtime/sandbox-runtime/fsroot"
+	sysErrno "github.com/sandbox-runtime/sandbox-runtime/internal/errno"
 )
 
 // Files v1 (protocol.md §3): /v1/files/{path...} reads, lists, writes and
@@ -92,7 +93,7 @@ func (s *Server) resolveFile(rel string) (inBase, error) {
 
 // fileError classifies an os error about rel.
 func (s *Server) fileError(err error, rel string) error {
-	switch errno := errnoOf(err); {
+	switch errno := sysErrno.Of(err); {
 	case fsroot.IsEscape(err):
 		// A symlink swapped in after resolution points outside.
 		return &httpError{kind: errForbidden, msg: fmt.Sprintf("%q is outside the base directory", rel)}
@@ -342,7 +343,7 @@ func (s *Server) putFile(w http.ResponseWriter, r *http.Request) {
 		}
 	}()
 	if err != nil {
-		if e := errnoOf(err); e == syscall.ENOTDIR || e == syscall.EEXIST {
+		if e := sysErrno.Of(err); e == syscall.ENOTDIR || e == syscall.EEXIST {
 			fail(w, &httpError{kind: errFileConflict, msg: fmt.Sprintf("a parent of %q is not a directory", rel)})
 			return
 		}
@@ -377,7 +378,7 @@ func (s *Server) putFile(w http.ResponseWriter, r *http.Request) {
 		}
 		return writeErr
 	})
-	switch e := errnoOf(err); {
+	switch e := sysErrno.Of(err); {
 	case readErr != nil:
 		fail(w, badRequest("reading the body: "+readErr.Error()))
 		return
@@ -442,13 +443,13 @@ func (s *Server) deleteFile(w http.ResponseWriter, r *http.Request) {
 		// Something may be creating files below it meanwhile: try again a
 		// few times, then report the conflict (fileError: ENOTEMPTY → 409).
 		for range 3 {
-			if err = dir.RemoveAll(name); errnoOf(err) != syscall.ENOTEMPTY {
+			if err = dir.RemoveAll(name); sysErrno.Of(err) != syscall.ENOTEMPTY {
 				break
 			}
 		}
 	default:
 		err = dir.Remove(name)
-		if e := errnoOf(err); fi.IsDir() && (e == syscall.ENOTEMPTY || e == syscall.EEXIST) {
+		if e := sysErrno.Of(err); fi.IsDir() && (e == syscall.ENOTEMPTY || e == syscall.EEXIST) {
 			fail(w, &httpError{kind: errFileConflict, msg: fmt.Sprintf("directory %q is not empty; use ?recursive=true", rel)})
 			return
 		}

@@ -22,6 +22,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/sandbox-runtime/sandbox-runtime/fsroot"
+	sysErrno "github.com/sandbox-runtime/sandbox-runtime/internal/errno"
 	"github.com/sandbox-runtime/sandbox-runtime/pyrepr"
 	"github.com/sandbox-runtime/sandbox-runtime/runtime"
 	"github.com/sandbox-runtime/sandbox-runtime/shlex"
@@ -1002,7 +1003,7 @@ func placeUpload(root *os.Root, tmp, rel, full string) error {
 		if err == nil {
 			return nil
 		}
-		if errnoOf(err) != syscall.EXDEV || fsroot.IsEscape(err) {
+		if sysErrno.Of(err) != syscall.EXDEV || fsroot.IsEscape(err) {
 			return &os.PathError{Op: "open", Path: full, Err: rootErrno(err)}
 		}
 	}
@@ -1050,7 +1051,7 @@ func rootErrno(err error) error {
 }
 
 func errnoOrErr(err error) error {
-	if e := errnoOf(err); e != 0 {
+	if e := sysErrno.Of(err); e != 0 {
 		return e
 	}
 	return err
@@ -1078,7 +1079,7 @@ func copyCounting(dst io.Writer, src io.Reader) (readErr, writeErr error) {
 
 // pyOSErrorText is str() of the OSError Python would have raised for err.
 func pyOSErrorText(err error) string {
-	errno := errnoOf(err)
+	errno := sysErrno.Of(err)
 	if errno == 0 {
 		return err.Error()
 	}

@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"unicode/utf8"
 )
 
@@ -202,15 +201,6 @@ func pySplit(p string) (head, tail string) {
 		head = strings.TrimRight(head, "/")
 	}
 	return head, tail
-}
-
-// errnoOf extracts the errno from an os/syscall error (0 when there is none).
-func errnoOf(err error) syscall.Errno {
-	var errno syscall.Errno
-	if errors.As(err, &errno) {
-		return errno
-	}
-	return 0
 }
 
 // pyDecodeUTF8 decodes b like Python's bytes.decode("utf-8", "replace"):

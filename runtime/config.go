@@ -40,8 +40,12 @@ func (nopObserver) HandleEvicted()               {}
 func (nopObserver) HandleExpired()               {}
 func (nopObserver) LegacyExecuted()              {}
 
-// Config holds the limits of protocol.md §2. Zero values take the defaults of
-// DefaultConfig; Validate reports values that make no sense.
+// Config holds the limits of protocol.md §2. New (and Validate) fill every
+// zero limit, duration and count from DefaultConfig, and a nil Clock, Logger
+// or Observer with the system clock, zap.NewNop and none. BaseDir has no
+// default (it must be absolute) and neither has Env (empty: commands start
+// with an empty environment). A DefaultTimeout above MaxTimeout is lowered
+// to it. Validate reports values that make no sense.
 type Config struct {
 	MaxRunning     int           // running commands at once (SANDBOX_MAX_RUNNING)
 	MaxRetained    int           // handles retained, running + finished (SANDBOX_MAX_RETAINED)
@@ -126,7 +130,8 @@ func orDefault[T comparable](v *T, d T) {
 	}
 }
 
-// Validate reports the first inconsistency in c (after defaults are applied).
+// Validate reports every inconsistency in c (after defaults are applied),
+// joined into one error (errors.Join), nil when there is none.
 func (c Config) Validate() error {
 	c = c.withDefaults()
 	var errs []error

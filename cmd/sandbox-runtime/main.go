@@ -32,7 +32,12 @@
 // file) exits 2 with one plain line on stderr, before anything is logged.
 // Unknown SANDBOX_ variables are logged as warnings.
 //
-// No other package reads the environment.
+// Settings are read from the environment here only (loadConfig; the CLI's
+// SANDBOX_RUNTIME_URL and SANDBOX_RUNTIME_TOKEN in cli.go): no library
+// package reads a SANDBOX_ variable. The daemon's own environment is handed
+// to runtime.Config.Env here as the one commands start from; the only other
+// read is procgroup's fallback to the daemon's PATH when a command's
+// environment has no PATH of its own.
 package main
 
 import (
