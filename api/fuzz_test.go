@@ -27,7 +27,6 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"github.com/sandbox-runtime/sandbox-runtime/ringbuf"
 	"github.com/sandbox-runtime/sandbox-runtime/runtime"
 )
 
@@ -333,7 +332,7 @@ func FuzzOutputEvent(f *testing.F) {
 			cursor = 0
 		}
 		cursor %= 1 << 50
-		for _, stream := range []ringbuf.Stream{ringbuf.Stdout, ringbuf.Stderr} {
+		for _, stream := range []runtime.Stream{runtime.Stdout, runtime.Stderr} {
 			line := appendOutputEvent(nil, stream, cursor, data)
 			if !json.Valid(line) {
 				t.Fatalf("invalid JSON for %q: %s", data, line)

@@ -25,7 +25,6 @@ import (
 	sysErrno "github.com/sandbox-runtime/sandbox-runtime/internal/errno"
 	"github.com/sandbox-runtime/sandbox-runtime/pyrepr"
 	"github.com/sandbox-runtime/sandbox-runtime/runtime"
-	"github.com/sandbox-runtime/sandbox-runtime/shlex"
 )
 
 // The legacy API (protocol.md §5): what the Python runtime image served, answer
@@ -233,7 +232,7 @@ func (s *Server) legacyExecute(w http.ResponseWriter, r *http.Request) {
 // splitCommand splits a legacy command as shlex.split would, or returns
 // the message of Popen's failure for it.
 func splitCommand(command string) (argv []string, failed string) {
-	argv, err := shlex.Split(command)
+	argv, err := runtime.SplitCommand(command)
 	switch {
 	case err != nil:
 		return nil, err.Error()

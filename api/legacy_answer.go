@@ -10,7 +10,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/sandbox-runtime/sandbox-runtime/procgroup"
 	"github.com/sandbox-runtime/sandbox-runtime/pyrepr"
 	"github.com/sandbox-runtime/sandbox-runtime/runtime"
 )
@@ -41,10 +40,10 @@ const (
 // legacyExecFailure is the answer when the outcome is not an output (the
 // command could not run, or timed out), and ok is then true.
 func legacyExecFailure(argv []string, seconds float64, res *runtime.ExecResult, err error) (legacyExecResponse, bool) {
-	var se *procgroup.StartError
+	if f, ok := runtime.StartFailureOf(err); ok {
+		return execFailed(pyrepr.OSError(f.Errno, f.Path)), true
+	}
 	switch {
-	case errors.As(err, &se):
-		return execFailed(pyrepr.OSError(se.Errno, se.Path)), true
 	case errors.Is(err, runtime.ErrShuttingDown):
 		return execFailed("the sandbox runtime is shutting down"), true
 	case err != nil:

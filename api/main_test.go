@@ -10,18 +10,17 @@ import (
 
 	"go.uber.org/zap/zaptest"
 
-	"github.com/sandbox-runtime/sandbox-runtime/procgroup"
 	"github.com/sandbox-runtime/sandbox-runtime/runtime"
 )
 
 // testReaper is the one reaper of this test binary (a process has at most one).
-var testReaper *procgroup.Reaper
+var testReaper *runtime.Reaper
 
 func TestMain(m *testing.M) {
 	if spec := os.Getenv(helperWriteSpec); spec != "" { // a child of a test: see runWriteSpec
 		os.Exit(runWriteSpec(spec))
 	}
-	r, err := procgroup.NewReaper(nil)
+	r, err := runtime.NewReaper(nil)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "reaper:", err)
 		os.Exit(2)

@@ -1,11 +1,9 @@
 package api
 
 import (
-	"errors"
 	"net/http"
 	goruntime "runtime"
 	"strconv"
-	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -81,8 +79,8 @@ func NewMetrics(m *runtime.Manager) *Metrics {
 	for _, s := range []string{"exited", "cancelled", "timed_out", "terminated"} {
 		x.finished.WithLabelValues(s)
 	}
-	for _, c := range spawnClasses {
-		x.spawnFailures.WithLabelValues(c)
+	for _, c := range runtime.SpawnClasses {
+		x.spawnFailures.WithLabelValues(string(c))
 	}
 	for _, r := range []string{"too_many_running", "too_large", "stdin_full", "unauthorized"} {
 		x.refusals.WithLabelValues(r) // present at 0, so rate() and alerts see them from the start
@@ -163,7 +161,7 @@ func (x *Metrics) observeRequest(route, method string, status int, d time.Durati
 		x.refusals.WithLabelValues(code).Inc()
 	}
 	if code == "spawn_failed" {
-		x.spawnFailures.WithLabelValues(spawnClass(err)).Inc()
+		x.spawnFailures.WithLabelValues(string(runtime.SpawnClassOf(err))).Inc()
 	}
 }
 
@@ -172,29 +170,6 @@ func metricMethod(m string) string {
 	switch m {
 	case "GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS":
 		return m
-	}
-	return "other"
-}
-
-// spawnClasses are the values of spawn_failures_total's class label.
-var spawnClasses = []string{"not_found", "permission", "exec_format", "resources", "other"}
-
-// spawnClass classifies why a command could not be started, from the errno
-// the runtime wraps.
-func spawnClass(err error) string {
-	var errno syscall.Errno
-	if !errors.As(err, &errno) {
-		return "other"
-	}
-	switch errno {
-	case syscall.ENOENT, syscall.ENOTDIR:
-		return "not_found"
-	case syscall.EACCES, syscall.EPERM, syscall.EISDIR:
-		return "permission"
-	case syscall.ENOEXEC:
-		return "exec_format"
-	case syscall.EAGAIN, syscall.ENOMEM, syscall.EMFILE, syscall.ENFILE, syscall.ENOSPC, syscall.E2BIG:
-		return "resources"
 	}
 	return "other"
 }

@@ -17,7 +17,6 @@ import (
 	"github.com/google/uuid"
 	"go.uber.org/zap"
 
-	"github.com/sandbox-runtime/sandbox-runtime/procgroup"
 	"github.com/sandbox-runtime/sandbox-runtime/runtime"
 )
 
@@ -40,8 +39,8 @@ type Options struct {
 	// ParseAllowedOrigins refuses are ignored.
 	AllowedOrigins string
 	// Isolation is how commands are kept from starving the runtime, for
-	// /v1/info (procgroup.Reaper.Isolation; ReservedThreads from main).
-	Isolation       procgroup.Isolation
+	// /v1/info (runtime.Reaper.Isolation; ReservedThreads from main).
+	Isolation       runtime.Isolation
 	ReservedThreads int
 }
 

@@ -12,7 +12,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/sandbox-runtime/sandbox-runtime/ringbuf"
 	"github.com/sandbox-runtime/sandbox-runtime/runtime"
 )
 
@@ -86,7 +85,7 @@ type streamOptions struct {
 func (s *Server) streamEvents(ctx context.Context, c *runtime.Command, o streamOptions, sink eventSink) error {
 	var (
 		buf    []byte
-		recs   []ringbuf.Record
+		recs   []runtime.Record
 		line   []byte
 		cursor = o.cursor
 	)
@@ -264,7 +263,7 @@ func textFit(s []byte, budget int) int {
 
 // appendOutputEvent appends an output event for data to dst: text when data
 // is valid UTF-8, base64 otherwise.
-func appendOutputEvent(dst []byte, stream ringbuf.Stream, cursor int64, data []byte) []byte {
+func appendOutputEvent(dst []byte, stream runtime.Stream, cursor int64, data []byte) []byte {
 	dst = append(dst, `{"type":"output","stream":"`...)
 	dst = append(dst, stream.String()...)
 	dst = append(dst, `","cursor":`...)
