@@ -10,6 +10,7 @@ import (
 
 	"go.uber.org/zap/zaptest"
 
+	"github.com/sandbox-runtime/sandbox-runtime/metrics"
 	"github.com/sandbox-runtime/sandbox-runtime/runtime"
 )
 
@@ -54,17 +55,14 @@ func newTestServer(t testing.TB, mutate func(*runtime.Config, *Options)) *testSe
 		cfg.Logger = zaptest.NewLogger(tt)
 		opts.Logger = cfg.Logger
 	}
-	metrics := NewMetrics(nil)
-	cfg.Observer = metrics
-	opts.Metrics = metrics
 	if mutate != nil {
 		mutate(&cfg, &opts)
 	}
-	m, err := runtime.New(cfg, testReaper)
+	m, met, err := metrics.NewManager(cfg, testReaper, opts.Version)
 	if err != nil {
 		t.Fatal(err)
 	}
-	metrics.Bind(m, testReaper.OrphansReaped)
+	opts.Metrics = met
 	s := New(m, opts)
 	hs := httptest.NewUnstartedServer(s.Handler())
 	hs.Config.ConnContext = ConnContext // as main does

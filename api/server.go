@@ -17,6 +17,7 @@ import (
 	"github.com/google/uuid"
 	"go.uber.org/zap"
 
+	"github.com/sandbox-runtime/sandbox-runtime/metrics"
 	"github.com/sandbox-runtime/sandbox-runtime/runtime"
 )
 
@@ -31,7 +32,7 @@ type Options struct {
 	// line (and the WebSocket ping period). Default 10 s.
 	HeartbeatInterval time.Duration
 	Logger            *zap.Logger
-	Metrics           *Metrics // nil: no /metrics route data beyond the defaults
+	Metrics           *metrics.Metrics // from metrics.NewManager; nil: nothing counted, /metrics answers 404
 
 	// AllowedOrigins is a comma-separated list of the browser origins
 	// (scheme://host[:port], or "*") allowed besides the daemon's own host,
@@ -50,7 +51,7 @@ type Server struct {
 	opts     Options
 	log      *zap.Logger
 	auth     *tokenAuth
-	metrics  *Metrics
+	metrics  *metrics.Metrics
 	routes   []route
 	handler  http.Handler
 	draining atomic.Bool
@@ -86,9 +87,6 @@ func New(m *runtime.Manager, opts Options) *Server {
 	if opts.HeartbeatInterval <= 0 {
 		opts.HeartbeatInterval = 10 * time.Second
 	}
-	if opts.Metrics == nil {
-		opts.Metrics = NewMetrics(m)
-	}
 	s := &Server{m: m, opts: opts, log: opts.Logger.Named("api"), metrics: opts.Metrics, hijacked: newConnSet(), bodies: newBodyGate()}
 	execs := 8
 	if m != nil {
@@ -99,7 +97,6 @@ func New(m *runtime.Manager, opts Options) *Server {
 	s.streamsCtx, s.stopStreams = context.WithCancel(context.Background())
 	s.auth = newTokenAuth(opts.TokenFile, s.log.Named("auth"))
 	s.origins = newOriginPolicy(opts.AllowedOrigins)
-	s.metrics.SetBuild(opts.Version)
 	s.routes = s.routeTable()
 	mux := http.NewServeMux()
 	for _, r := range s.routes {
@@ -257,7 +254,7 @@ func (s *Server) middleware(mux *http.ServeMux) http.Handler {
 				}
 			}
 			s.log.Log(level, "request", fields...)
-			s.metrics.observeRequest(routeLabel(r, route), r.Method, status, took, rec.errCode, rec.err)
+			s.metrics.ObserveRequest(routeLabel(r, route), r.Method, status, took, rec.errCode)
 		}()
 		if !s.browserGate(rec, r) {
 			return

@@ -469,8 +469,7 @@ func (s *Server) streamNDJSON(w http.ResponseWriter, r *http.Request, c *runtime
 	if err := sink.flush(); err != nil {
 		return
 	}
-	s.metrics.streamClients.Inc()
-	defer s.metrics.streamClients.Dec()
+	defer s.metrics.StreamOpened()()
 	s.streamEvents(r.Context(), c, streamOptions{
 		cursor: cursor, follow: follow, window: window, heartbeatEvery: s.opts.HeartbeatInterval,
 	}, sink)

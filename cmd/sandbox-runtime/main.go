@@ -59,8 +59,8 @@ import (
 	"golang.org/x/term"
 
 	"github.com/sandbox-runtime/sandbox-runtime/api"
+	"github.com/sandbox-runtime/sandbox-runtime/metrics"
 	"github.com/sandbox-runtime/sandbox-runtime/procgroup"
-	"github.com/sandbox-runtime/sandbox-runtime/runtime"
 )
 
 // version is stamped at build time with -ldflags "-X main.version=…".
@@ -167,16 +167,13 @@ func run(ctx context.Context, stopSignals func(), cfg *config, log *zap.Logger, 
 	defer reaper.Close()
 	iso := isolate(reaper, cfg, log)
 
-	metrics := api.NewMetrics(nil)
 	rc := cfg.runtimeConfig()
 	rc.Logger = log
-	rc.Observer = metrics
-	m, err := runtime.New(rc, reaper)
+	m, met, err := metrics.NewManager(rc, reaper, version)
 	if err != nil {
 		return &startError{err}
 	}
 	defer m.Close()
-	metrics.Bind(m, reaper.OrphansReaped)
 
 	srv := api.New(m, api.Options{
 		Version:           version,
@@ -185,7 +182,7 @@ func run(ctx context.Context, stopSignals func(), cfg *config, log *zap.Logger, 
 		HeartbeatInterval: cfg.HeartbeatInterval,
 		AllowedOrigins:    cfg.AllowedOrigins,
 		Logger:            log,
-		Metrics:           metrics,
+		Metrics:           met,
 
 		Isolation:       iso,
 		ReservedThreads: procgroup.DefaultReservedThreads,
