@@ -17,6 +17,7 @@ import (
 
 	"github.com/sandbox-runtime/sandbox-runtime/fsroot"
 	sysErrno "github.com/sandbox-runtime/sandbox-runtime/internal/errno"
+	"github.com/sandbox-runtime/sandbox-runtime/pycompat"
 )
 
 // Files v1 (protocol.md §3): /v1/files/{path...} reads, lists, writes and
@@ -77,13 +78,13 @@ type dirListing struct {
 }
 
 // resolveFile resolves a /v1/files path and opens the base dir; the caller
-// closes in.root.
-func (s *Server) resolveFile(rel string) (inBase, error) {
-	in, err := s.resolveInBase(rel)
+// closes in.Root.
+func (s *Server) resolveFile(rel string) (pycompat.InBase, error) {
+	in, err := pycompat.ResolveInBase(s.opts.BaseDir, rel)
 	switch {
-	case errors.Is(err, errNULPath):
+	case errors.Is(err, pycompat.ErrNULPath):
 		return in, badRequest("the path contains a NUL byte")
-	case errors.Is(err, errForbidden):
+	case errors.Is(err, pycompat.ErrOutside):
 		return in, &httpError{kind: errForbidden, msg: fmt.Sprintf("%q is outside the base directory", rel)}
 	case err != nil:
 		return in, s.fileError(err, rel)
@@ -130,11 +131,11 @@ func (s *Server) getFile(w http.ResponseWriter, r *http.Request) {
 		fail(w, err)
 		return
 	}
-	defer in.root.Close()
+	defer in.Root.Close()
 	// One open through the root; everything after is answered from that
 	// descriptor. O_NONBLOCK: a FIFO must not block the open (it is refused
 	// below); reads of regular files and directories ignore the flag.
-	f, err := in.root.OpenFile(dotIfEmpty(in.rel), os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	f, err := in.Root.OpenFile(pycompat.DotIfEmpty(in.Rel), os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		fail(w, s.fileError(err, rel))
 		return
@@ -209,11 +210,11 @@ func (c *contentErrorWriter) ReadFrom(src io.Reader) (int64, error) {
 func (c *contentErrorWriter) Unwrap() http.ResponseWriter { return c.ResponseWriter }
 
 // listDir answers the listing of the directory f (opened as fi at
-// in.rel). Names and each entry's lstat come from that very directory,
+// in.Rel). Names and each entry's lstat come from that very directory,
 // opened as a root of its own; if a swap replaced the name between the two
 // opens, the listing is refused (409) rather than mixed.
-func (s *Server) listDir(w http.ResponseWriter, in inBase, f *os.File, fi fs.FileInfo, rel string) {
-	dir, closeDir, err := fsroot.Sub(in.root, in.rel)
+func (s *Server) listDir(w http.ResponseWriter, in pycompat.InBase, f *os.File, fi fs.FileInfo, rel string) {
+	dir, closeDir, err := fsroot.Sub(in.Root, in.Rel)
 	if err != nil {
 		fail(w, s.fileError(err, rel))
 		return
@@ -319,27 +320,27 @@ func (s *Server) putFile(w http.ResponseWriter, r *http.Request) {
 		fail(w, err)
 		return
 	}
-	defer in.root.Close()
-	if in.rel == "" {
+	defer in.Root.Close()
+	if in.Rel == "" {
 		fail(w, badRequest("the base directory cannot be written as a file"))
 		return
 	}
-	if len(in.full) > pathMax {
-		fail(w, badRequest(fmt.Sprintf("the path %q is too long: %d bytes, at most %d", rel, len(in.full), pathMax)))
+	if len(in.Full) > pathMax {
+		fail(w, badRequest(fmt.Sprintf("the path %q is too long: %d bytes, at most %d", rel, len(in.Full), pathMax)))
 		return
 	}
-	for _, c := range fsroot.Components(in.rel) {
+	for _, c := range fsroot.Components(in.Rel) {
 		if len(c) > nameMax {
 			fail(w, badRequest(fmt.Sprintf("the path %q has a component of %d bytes, at most %d", rel, len(c), nameMax)))
 			return
 		}
 	}
-	parentRel, name := pySplit(in.rel)
-	created, err := fsroot.MkdirAll(in.root, parentRel, 0o755)
+	parentRel, name := pycompat.Split(in.Rel)
+	created, err := fsroot.MkdirAll(in.Root, parentRel, 0o755)
 	committed := false
 	defer func() {
 		if !committed {
-			fsroot.RemoveCreated(in.root, created)
+			fsroot.RemoveCreated(in.Root, created)
 		}
 	}()
 	if err != nil {
@@ -353,7 +354,7 @@ func (s *Server) putFile(w http.ResponseWriter, r *http.Request) {
 	// From here on everything happens in the parent directory opened once:
 	// the temporary file, its rename and its removal on failure cannot be
 	// redirected by a rename of any component above it.
-	dir, closeDir, err := fsroot.Sub(in.root, parentRel)
+	dir, closeDir, err := fsroot.Sub(in.Root, parentRel)
 	if err != nil {
 		fail(w, s.fileError(err, rel))
 		return
@@ -406,7 +407,7 @@ func (s *Server) deleteFile(w http.ResponseWriter, r *http.Request) {
 		fail(w, badRequest("the path contains a NUL byte"))
 		return
 	}
-	parentRel, name := pySplit(strings.TrimRight(rel, "/"))
+	parentRel, name := pycompat.Split(strings.TrimRight(rel, "/"))
 	if name == "" || name == "." || name == ".." {
 		fail(w, badRequest("the base directory cannot be deleted"))
 		return
@@ -418,10 +419,10 @@ func (s *Server) deleteFile(w http.ResponseWriter, r *http.Request) {
 		fail(w, err)
 		return
 	}
-	defer in.root.Close()
+	defer in.Root.Close()
 	// The parent is opened once and the name removed relative to it; a
 	// recursive removal walks descriptors without following symlinks.
-	dir, closeDir, err := fsroot.Sub(in.root, in.rel)
+	dir, closeDir, err := fsroot.Sub(in.Root, in.Rel)
 	if err != nil {
 		fail(w, s.fileError(err, rel))
 		return
@@ -433,7 +434,7 @@ func (s *Server) deleteFile(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if fi.IsDir() {
-		if m := mountBelow(dir, fi, pyJoin(in.full, name), recursive); m != "" {
+		if m := mountBelow(dir, fi, pycompat.Join(in.Full, name), recursive); m != "" {
 			fail(w, &httpError{kind: errBusy, msg: fmt.Sprintf("%q %s; nothing was removed", rel, m)})
 			return
 		}

@@ -27,6 +27,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	"github.com/sandbox-runtime/sandbox-runtime/pycompat"
 	"github.com/sandbox-runtime/sandbox-runtime/runtime"
 )
 
@@ -592,27 +593,27 @@ func FuzzResolveUnder(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, rel string) {
-		full, err := resolveUnder(base, rel)
+		full, err := pycompat.ResolveUnder(base, rel)
 		switch {
 		case strings.IndexByte(rel, 0) >= 0:
-			if !errors.Is(err, errNULPath) {
-				t.Fatalf("resolveUnder(%q) with NUL = %q, %v", rel, full, err)
+			if !errors.Is(err, pycompat.ErrNULPath) {
+				t.Fatalf("pycompat.ResolveUnder(%q) with NUL = %q, %v", rel, full, err)
 			}
 			return
 		case err != nil:
-			if !errors.Is(err, errForbidden) {
-				t.Fatalf("resolveUnder(%q): unexpected error %v", rel, err)
+			if !errors.Is(err, pycompat.ErrOutside) {
+				t.Fatalf("pycompat.ResolveUnder(%q): unexpected error %v", rel, err)
 			}
 			return
 		}
 		if !filepath.IsAbs(full) || filepath.Clean(full) != full {
-			t.Fatalf("resolveUnder(%q) = %q: not clean and absolute", rel, full)
+			t.Fatalf("pycompat.ResolveUnder(%q) = %q: not clean and absolute", rel, full)
 		}
-		if !within(base, full) {
-			t.Fatalf("resolveUnder(%q) = %q: outside %q", rel, full, base)
+		if !pycompat.Within(base, full) {
+			t.Fatalf("pycompat.ResolveUnder(%q) = %q: outside %q", rel, full, base)
 		}
 		if !fzConfined(base, full) {
-			t.Fatalf("resolveUnder(%q) = %q, which the kernel resolves outside %q", rel, full, base)
+			t.Fatalf("pycompat.ResolveUnder(%q) = %q, which the kernel resolves outside %q", rel, full, base)
 		}
 	})
 }
@@ -676,7 +677,7 @@ func FuzzLegacyPath(f *testing.F) {
 }
 
 // FuzzLegacyUpload fuzzes the multipart filename of POST /upload through
-// the real handler (partDisposition, resolveUnder, makedirs, placement):
+// the real handler (pycompat.PartDisposition, pycompat.ResolveUnder, makedirs, placement):
 // no panic, no 5xx but the legacy "File upload failed" answer to an OS
 // error, and no file is ever created or changed outside the base dir.
 // Filenames that could climb above the test's own temporary tree if
@@ -734,25 +735,6 @@ func FuzzLegacyUpload(f *testing.F) {
 		}
 		if len(after) != len(before) {
 			t.Fatalf("upload %q removed files outside the base dir", filename)
-		}
-	})
-}
-
-// FuzzPartDisposition fuzzes the Content-Disposition parser of /upload:
-// no panic, and names and filenames come out as valid UTF-8.
-func FuzzPartDisposition(f *testing.F) {
-	for _, s := range []string{`form-data; name="file"; filename="a/b.txt"`, `form-data; name=file; filename=x`,
-		`form-data; filename="C:\\dir\\x.txt"; name="file"`, `form-data`, `form-data;`, `; name="a\"b"`, "form-data; name=\"\xff\"",
-		`form-data; name="file"; filename*=utf-8''x`, `form-data; name="file"; filename="\\\\server\\x"`} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, h string) {
-		name, filename, hasName, hasFilename := partDisposition(h)
-		if !utf8.ValidString(name) || !utf8.ValidString(filename) {
-			t.Fatalf("partDisposition(%q) = %q, %q: not UTF-8", h, name, filename)
-		}
-		if (!hasName && name != "") || (!hasFilename && filename != "") {
-			t.Fatalf("partDisposition(%q): values without their flags", h)
 		}
 	})
 }

@@ -10,20 +10,18 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"regexp"
 	"sort"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
-	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"go.uber.org/zap"
 
 	"github.com/sandbox-runtime/sandbox-runtime/fsroot"
 	sysErrno "github.com/sandbox-runtime/sandbox-runtime/internal/errno"
-	"github.com/sandbox-runtime/sandbox-runtime/pyrepr"
+	"github.com/sandbox-runtime/sandbox-runtime/pycompat"
 	"github.com/sandbox-runtime/sandbox-runtime/runtime"
 )
 
@@ -75,6 +73,24 @@ type legacyFailure struct {
 
 func validationFailure(msg, typ string, loc ...any) *legacyFailure {
 	return &legacyFailure{status: http.StatusUnprocessableEntity, detail: []pydanticError{{Loc: loc, Msg: msg, Type: typ}}}
+}
+
+// pydanticJSONError is the pydantic 1 item FastAPI made of a JSONDecodeError.
+func pydanticJSONError(e *pycompat.JSONError, doc []rune) pydanticError {
+	lineno, colno := e.LineCol(doc)
+	type ctx struct {
+		Msg    string `json:"msg"`
+		Doc    string `json:"doc"`
+		Pos    int    `json:"pos"`
+		Lineno int    `json:"lineno"`
+		Colno  int    `json:"colno"`
+	}
+	return pydanticError{
+		Loc:  []any{"body", e.Pos},
+		Msg:  fmt.Sprintf("%s: line %d column %d (char %d)", e.Msg, lineno, colno, e.Pos),
+		Type: "value_error.jsondecode",
+		Ctx:  ctx{Msg: e.Msg, Doc: string(doc), Pos: e.Pos, Lineno: lineno, Colno: colno},
+	}
 }
 
 // ---- POST /execute -------------------------------------------------------
@@ -283,48 +299,48 @@ func parseExecuteBody(contentType string, body []byte) (string, *legacyFailure) 
 		// The bytes themselves are validated as the model: not a dict.
 		return "", validationFailure("value is not a valid dict", "type_error.dict", "body")
 	}
-	doc, ok := pyDecodeJSONBytes(body)
+	doc, ok := pycompat.DecodeJSONBytes(body)
 	if !ok {
 		return "", &legacyFailure{status: http.StatusBadRequest, detail: legacyParseError}
 	}
-	v, err := pyParseJSON(doc)
+	v, err := pycompat.ParseJSON(doc)
 	if err != nil {
-		var je *pyJSONError
+		var je *pycompat.JSONError
 		if errors.As(err, &je) {
-			return "", &legacyFailure{status: http.StatusUnprocessableEntity, detail: []pydanticError{je.pydantic(doc)}}
+			return "", &legacyFailure{status: http.StatusUnprocessableEntity, detail: []pydanticError{pydanticJSONError(je, doc)}}
 		}
 		return "", &legacyFailure{status: http.StatusBadRequest, detail: legacyParseError}
 	}
 	// The parser has already reduced a top-level object or array to its
 	// last "command" (pyParser: the tree of a body is never built).
-	switch v.kind {
+	switch v.Kind() {
 	case 'z':
 		return "", validationFailure("field required", "value_error.missing", "body")
 	case 'o':
 	case 'a':
 		// pydantic 1 tries dict(value): a list of pairs is a dict.
-		if v.notDict {
+		if v.NotDict() {
 			return "", validationFailure("value is not a valid dict", "type_error.dict", "body")
 		}
 	default:
 		return "", validationFailure("value is not a valid dict", "type_error.dict", "body")
 	}
-	cmd := v.command // duplicate keys: the last one wins
-	if !v.hasCommand {
+	cmd, has := v.Command() // duplicate keys: the last one wins
+	if !has {
 		return "", validationFailure("field required", "value_error.missing", "body", "command")
 	}
-	switch cmd.kind {
+	switch cmd.Kind() {
 	case 's':
-		return cmd.text, nil
+		return cmd.Text(), nil
 	case 'z':
 		return "", validationFailure("none is not an allowed value", "type_error.none.not_allowed", "body", "command")
 	case 'b':
-		if cmd.b {
+		if cmd.Bool() {
 			return "True", nil
 		}
 		return "False", nil
 	case 'i', 'f':
-		return cmd.pyStr(), nil
+		return cmd.Str(), nil
 	}
 	return "", validationFailure("str type expected", "type_error.str", "body", "command")
 }
@@ -342,521 +358,6 @@ func legacyIsJSON(contentType string) bool {
 	}
 	main, sub, _ := strings.Cut(mt, "/")
 	return main == "application" && (sub == "json" || strings.HasSuffix(sub, "+json"))
-}
-
-// ---- Python's json module ------------------------------------------------
-
-// pyValue is a JSON value as Python's json.loads sees it, reduced to what
-// parseExecuteBody looks at (see pyParser): the body's tree is never built.
-// It is passed by value: reading a body allocates nothing per value but
-// the strings.
-type pyValue struct {
-	pyScalar
-	n     int         // 'a': elements; 'o': keys, duplicates counted
-	elems [2]pyScalar // 'a' at depth 2: the first two elements (kind only for a composite)
-	keys  [3]string   // 'o' at depth 2: the first nkeys distinct keys, in order
-	nkeys int
-	// At depth 1 (the body itself): the value of the last "command" key (an
-	// object), or of the last pair whose key is "command" (an array); and
-	// whether an element of the array is not a pair.
-	command    pyScalar
-	hasCommand bool
-	notDict    bool
-}
-
-// pyScalar is a value without its contents: all of a scalar, the kind of a
-// composite.
-type pyScalar struct {
-	kind byte // 'z' null, 'b' bool, 'i' int, 'f' float, 's' string, 'a' array, 'o' object
-	b    bool
-	text string // 's': the string; 'i' and 'f': the number token or NaN/Infinity/-Infinity
-}
-
-// pyStr is str() of a number.
-func (v *pyScalar) pyStr() string {
-	if v.kind == 'i' {
-		if strings.Trim(v.text, "-0") == "" {
-			return "0"
-		}
-		return v.text
-	}
-	f, _ := strconv.ParseFloat(v.text, 64) // ±Inf on overflow, like float()
-	switch v.text {
-	case "NaN":
-		f = math.NaN()
-	case "Infinity":
-		f = math.Inf(1)
-	case "-Infinity":
-		f = math.Inf(-1)
-	}
-	return pyrepr.Float(f)
-}
-
-// pair is one element of dict(list): a 2-element list, a 2-character
-// string, or a 2-key object (its keys). Lists and objects are unhashable.
-func (v *pyValue) pair() (k, val pyScalar, ok bool) {
-	switch v.kind {
-	case 'a':
-		if k := v.elems[0]; v.n == 2 && k.kind != 'a' && k.kind != 'o' {
-			return k, v.elems[1], true
-		}
-	case 's':
-		if utf8.RuneCountInString(v.text) == 2 {
-			r0, n := utf8.DecodeRuneInString(v.text)
-			r1, _ := utf8.DecodeRuneInString(v.text[n:])
-			return pyScalar{kind: 's', text: string(r0)}, pyScalar{kind: 's', text: string(r1)}, true
-		}
-	case 'o':
-		if v.nkeys == 2 { // the distinct keys, when there are at most three
-			return pyScalar{kind: 's', text: v.keys[0]}, pyScalar{kind: 's', text: v.keys[1]}, true
-		}
-	}
-	return pyScalar{}, pyScalar{}, false
-}
-
-func pyContains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
-
-// pyJSONError is json.JSONDecodeError: msg at a code-point position.
-type pyJSONError struct {
-	msg string
-	pos int
-}
-
-func (e *pyJSONError) Error() string { return e.msg }
-
-// pydantic is the pydantic 1 item FastAPI made of a JSONDecodeError.
-func (e *pyJSONError) pydantic(doc []rune) pydanticError {
-	lineno, colno := 1, e.pos+1
-	for i := 0; i < e.pos && i < len(doc); i++ {
-		if doc[i] == '\n' {
-			lineno++
-			colno = e.pos - i
-		}
-	}
-	type ctx struct {
-		Msg    string `json:"msg"`
-		Doc    string `json:"doc"`
-		Pos    int    `json:"pos"`
-		Lineno int    `json:"lineno"`
-		Colno  int    `json:"colno"`
-	}
-	return pydanticError{
-		Loc:  []any{"body", e.pos},
-		Msg:  fmt.Sprintf("%s: line %d column %d (char %d)", e.msg, lineno, colno, e.pos),
-		Type: "value_error.jsondecode",
-		Ctx:  ctx{Msg: e.msg, Doc: string(doc), Pos: e.pos, Lineno: lineno, Colno: colno},
-	}
-}
-
-// errPyJSONLimit is a body Python refuses with something other than a
-// JSONDecodeError (RecursionError, the 4300-digit int limit): FastAPI
-// answered those with 400.
-var errPyJSONLimit = errors.New("json: nesting or number too large")
-
-const (
-	pyJSONMaxDepth     = 900  // CPython's recursion limit is 1000, less the server's frames
-	pyJSONMaxIntDigits = 4300 // sys.int_info.default_max_str_digits
-)
-
-// pyDecodeJSONBytes is json.loads' decoding of bytes: the encoding is
-// sniffed from a BOM or the NUL pattern (json.detect_encoding).
-func pyDecodeJSONBytes(b []byte) ([]rune, bool) {
-	has := func(p ...byte) bool { return len(b) >= len(p) && string(b[:len(p)]) == string(p) }
-	switch {
-	case has(0, 0, 0xFE, 0xFF):
-		return decodeUTF32(b[4:], true)
-	case has(0xFF, 0xFE, 0, 0):
-		return decodeUTF32(b[4:], false)
-	case has(0xFE, 0xFF):
-		return decodeUTF16(b[2:], true)
-	case has(0xFF, 0xFE):
-		return decodeUTF16(b[2:], false)
-	case has(0xEF, 0xBB, 0xBF):
-		b = b[3:]
-	case len(b) >= 4 && b[0] == 0:
-		if b[1] != 0 {
-			return decodeUTF16(b, true)
-		}
-		return decodeUTF32(b, true)
-	case len(b) >= 4 && b[1] == 0:
-		if b[2] != 0 || b[3] != 0 {
-			return decodeUTF16(b, false)
-		}
-		return decodeUTF32(b, false)
-	case len(b) == 2 && b[0] == 0:
-		return decodeUTF16(b, true)
-	case len(b) == 2 && b[1] == 0:
-		return decodeUTF16(b, false)
-	}
-	if !utf8.Valid(b) { // Python's strict UTF-8: surrogates are invalid too
-		return nil, false
-	}
-	out := make([]rune, 0, utf8.RuneCount(b)) // exactly once, no string in between
-	for i := 0; i < len(b); {
-		r, size := utf8.DecodeRune(b[i:])
-		out = append(out, r)
-		i += size
-	}
-	return out, true
-}
-
-func utf8ValidStrict(b []byte) bool { return pyDecodeUTF8(b) == string(b) }
-
-func decodeUTF16(b []byte, bigEndian bool) ([]rune, bool) {
-	if len(b)%2 != 0 {
-		return nil, false
-	}
-	out := make([]rune, 0, len(b)/2)
-	for i := 0; i < len(b); i += 2 {
-		u := rune(b[i])<<8 | rune(b[i+1])
-		if !bigEndian {
-			u = rune(b[i+1])<<8 | rune(b[i])
-		}
-		if u >= 0xD800 && u < 0xDC00 && i+3 < len(b) {
-			l := rune(b[i+2])<<8 | rune(b[i+3])
-			if !bigEndian {
-				l = rune(b[i+3])<<8 | rune(b[i+2])
-			}
-			if l >= 0xDC00 && l < 0xE000 {
-				out = append(out, 0x10000+(u-0xD800)<<10+(l-0xDC00))
-				i += 2
-				continue
-			}
-		}
-		out = append(out, u) // a lone surrogate ends up as U+FFFD in Go strings
-	}
-	return out, true
-}
-
-func decodeUTF32(b []byte, bigEndian bool) ([]rune, bool) {
-	if len(b)%4 != 0 {
-		return nil, false
-	}
-	out := make([]rune, 0, len(b)/4)
-	for i := 0; i < len(b); i += 4 {
-		var u uint32
-		if bigEndian {
-			u = uint32(b[i])<<24 | uint32(b[i+1])<<16 | uint32(b[i+2])<<8 | uint32(b[i+3])
-		} else {
-			u = uint32(b[i+3])<<24 | uint32(b[i+2])<<16 | uint32(b[i+1])<<8 | uint32(b[i])
-		}
-		if u > 0x10FFFF {
-			return nil, false
-		}
-		out = append(out, rune(u))
-	}
-	return out, true
-}
-
-// pyParseJSON is json.loads on a str, following CPython 3.11's C scanner so
-// that error messages and positions match.
-func pyParseJSON(doc []rune) (pyValue, error) {
-	p := &pyParser{s: doc}
-	idx := p.ws(0)
-	v, end, err := p.scan(idx)
-	if err != nil {
-		return pyValue{}, err
-	}
-	if end = p.ws(end); end != len(doc) {
-		return pyValue{}, &pyJSONError{"Extra data", end}
-	}
-	return v, nil
-}
-
-// pyParser is the scanner. It keeps only what parseExecuteBody needs, so
-// that what a body costs is its text, whatever its shape (a 1 MiB array of
-// 350,000 empty arrays is no more than 1 MiB of anything else): at depth 1
-// (the body) an object keeps its last "command" value and an array is
-// reduced to pairs as it is read; at depth 2 an array keeps its first two
-// elements and an object its first three distinct keys; deeper composites
-// keep only their kind. Syntax errors are found and placed as before.
-type pyParser struct {
-	s     []rune
-	depth int // of the composite being read: 1 for the body itself
-}
-
-func (p *pyParser) ws(i int) int {
-	for i < len(p.s) && (p.s[i] == ' ' || p.s[i] == '\t' || p.s[i] == '\n' || p.s[i] == '\r') {
-		i++
-	}
-	return i
-}
-
-func (p *pyParser) word(i int, w string) bool {
-	r := []rune(w)
-	if i+len(r) > len(p.s) {
-		return false
-	}
-	for j, c := range r {
-		if p.s[i+j] != c {
-			return false
-		}
-	}
-	return true
-}
-
-// scan is scan_once: the value at idx and the index after it.
-func (p *pyParser) scan(idx int) (pyValue, int, error) {
-	if idx >= len(p.s) {
-		return pyValue{}, 0, &pyJSONError{"Expecting value", idx}
-	}
-	switch p.s[idx] {
-	case '"':
-		str, end, err := p.str(idx + 1)
-		return pyValue{pyScalar: pyScalar{kind: 's', text: str}}, end, err
-	case '{', '[':
-		if p.depth++; p.depth > pyJSONMaxDepth {
-			return pyValue{}, 0, errPyJSONLimit
-		}
-		defer func() { p.depth-- }()
-		if p.s[idx] == '{' {
-			return p.object(idx + 1)
-		}
-		return p.array(idx + 1)
-	case 'n':
-		if p.word(idx, "null") {
-			return pyValue{pyScalar: pyScalar{kind: 'z'}}, idx + 4, nil
-		}
-	case 't':
-		if p.word(idx, "true") {
-			return pyValue{pyScalar: pyScalar{kind: 'b', b: true}}, idx + 4, nil
-		}
-	case 'f':
-		if p.word(idx, "false") {
-			return pyValue{pyScalar: pyScalar{kind: 'b'}}, idx + 5, nil
-		}
-	case 'N':
-		if p.word(idx, "NaN") {
-			return pyValue{pyScalar: pyScalar{kind: 'f', text: "NaN"}}, idx + 3, nil
-		}
-	case 'I':
-		if p.word(idx, "Infinity") {
-			return pyValue{pyScalar: pyScalar{kind: 'f', text: "Infinity"}}, idx + 8, nil
-		}
-	case '-':
-		if p.word(idx, "-Infinity") {
-			return pyValue{pyScalar: pyScalar{kind: 'f', text: "-Infinity"}}, idx + 9, nil
-		}
-	}
-	return p.number(idx)
-}
-
-func pyIsDigit(r rune) bool { return r >= '0' && r <= '9' }
-
-// number is _match_number_unicode.
-func (p *pyParser) number(start int) (pyValue, int, error) {
-	s, idx, last := p.s, start, len(p.s)-1
-	if s[idx] == '-' {
-		if idx++; idx > last {
-			return pyValue{}, 0, &pyJSONError{"Expecting value", start}
-		}
-	}
-	switch {
-	case s[idx] >= '1' && s[idx] <= '9':
-		for idx++; idx <= last && pyIsDigit(s[idx]); idx++ {
-		}
-	case s[idx] == '0':
-		idx++
-	default:
-		return pyValue{}, 0, &pyJSONError{"Expecting value", start}
-	}
-	kind := byte('i')
-	if idx < last && s[idx] == '.' && pyIsDigit(s[idx+1]) {
-		kind = 'f'
-		for idx += 2; idx <= last && pyIsDigit(s[idx]); idx++ {
-		}
-	}
-	if idx < last && (s[idx] == 'e' || s[idx] == 'E') {
-		eStart := idx
-		idx++
-		if idx < last && (s[idx] == '-' || s[idx] == '+') {
-			idx++
-		}
-		for idx <= last && pyIsDigit(s[idx]) {
-			idx++
-		}
-		if pyIsDigit(s[idx-1]) {
-			kind = 'f'
-		} else {
-			idx = eStart
-		}
-	}
-	text := string(s[start:idx])
-	if kind == 'i' && len(strings.TrimPrefix(text, "-")) > pyJSONMaxIntDigits {
-		return pyValue{}, 0, errPyJSONLimit
-	}
-	return pyValue{pyScalar: pyScalar{kind: kind, text: text}}, idx, nil
-}
-
-// str is scanstring_unicode; end is the index after the opening quote.
-func (p *pyParser) str(end int) (string, int, error) {
-	s, begin := p.s, end-1
-	var sb strings.Builder
-	for {
-		next := end
-		for ; next < len(s); next++ {
-			d := s[next]
-			if d == '"' || d == '\\' {
-				break
-			}
-			if d <= 0x1f {
-				return "", 0, &pyJSONError{"Invalid control character at", next}
-			}
-		}
-		if next >= len(s) {
-			return "", 0, &pyJSONError{"Unterminated string starting at", begin}
-		}
-		c := s[next]
-		sb.WriteString(string(s[end:next]))
-		next++
-		if c == '"' {
-			return sb.String(), next, nil
-		}
-		if next == len(s) {
-			return "", 0, &pyJSONError{"Unterminated string starting at", begin}
-		}
-		c = s[next]
-		if c != 'u' {
-			end = next + 1
-			switch c {
-			case '"', '\\', '/':
-			case 'b':
-				c = '\b'
-			case 'f':
-				c = '\f'
-			case 'n':
-				c = '\n'
-			case 'r':
-				c = '\r'
-			case 't':
-				c = '\t'
-			default:
-				return "", 0, &pyJSONError{"Invalid \\escape", end - 2}
-			}
-		} else {
-			next++
-			end = next + 4
-			if end >= len(s) {
-				return "", 0, &pyJSONError{"Invalid \\uXXXX escape", next - 1}
-			}
-			var ok bool
-			if c, ok = pyHex4(s[next:end]); !ok {
-				return "", 0, &pyJSONError{"Invalid \\uXXXX escape", end - 5}
-			}
-			if c >= 0xD800 && c <= 0xDBFF && end+6 < len(s) && s[end] == '\\' && s[end+1] == 'u' {
-				c2, ok := pyHex4(s[end+2 : end+6])
-				if !ok {
-					return "", 0, &pyJSONError{"Invalid \\uXXXX escape", end + 1}
-				}
-				if c2 >= 0xDC00 && c2 <= 0xDFFF {
-					c = 0x10000 + (c-0xD800)<<10 + (c2 - 0xDC00)
-					end += 6
-				}
-			}
-		}
-		sb.WriteRune(c)
-	}
-}
-
-func pyHex4(r []rune) (rune, bool) {
-	var v rune
-	for _, d := range r {
-		switch {
-		case d >= '0' && d <= '9':
-			v = v<<4 | (d - '0')
-		case d >= 'a' && d <= 'f':
-			v = v<<4 | (d - 'a' + 10)
-		case d >= 'A' && d <= 'F':
-			v = v<<4 | (d - 'A' + 10)
-		default:
-			return 0, false
-		}
-	}
-	return v, true
-}
-
-func (p *pyParser) object(idx int) (pyValue, int, error) {
-	s, v := p.s, pyValue{pyScalar: pyScalar{kind: 'o'}}
-	idx = p.ws(idx)
-	if idx >= len(s) || s[idx] != '}' {
-		for {
-			if idx >= len(s) || s[idx] != '"' {
-				return pyValue{}, 0, &pyJSONError{"Expecting property name enclosed in double quotes", idx}
-			}
-			key, next, err := p.str(idx + 1)
-			if err != nil {
-				return pyValue{}, 0, err
-			}
-			if idx = p.ws(next); idx >= len(s) || s[idx] != ':' {
-				return pyValue{}, 0, &pyJSONError{"Expecting ':' delimiter", idx}
-			}
-			val, next, err := p.scan(p.ws(idx + 1))
-			if err != nil {
-				return pyValue{}, 0, err
-			}
-			v.n++
-			switch p.depth {
-			case 1:
-				if key == "command" {
-					v.command, v.hasCommand = val.pyScalar, true
-				}
-			case 2:
-				if v.nkeys < len(v.keys) && !pyContains(v.keys[:v.nkeys], key) {
-					v.keys[v.nkeys] = key
-					v.nkeys++
-				}
-			}
-			if idx = p.ws(next); idx < len(s) && s[idx] == '}' {
-				break
-			}
-			if idx >= len(s) || s[idx] != ',' {
-				return pyValue{}, 0, &pyJSONError{"Expecting ',' delimiter", idx}
-			}
-			idx = p.ws(idx + 1)
-		}
-	}
-	return v, idx + 1, nil
-}
-
-func (p *pyParser) array(idx int) (pyValue, int, error) {
-	s, v := p.s, pyValue{pyScalar: pyScalar{kind: 'a'}}
-	idx = p.ws(idx)
-	if idx >= len(s) || s[idx] != ']' {
-		for {
-			val, next, err := p.scan(idx)
-			if err != nil {
-				return pyValue{}, 0, err
-			}
-			v.n++
-			switch p.depth {
-			case 1:
-				if k, pv, ok := val.pair(); !ok {
-					v.notDict = true
-				} else if k.kind == 's' && k.text == "command" {
-					v.command, v.hasCommand = pv, true
-				}
-			case 2:
-				if v.n <= len(v.elems) {
-					v.elems[v.n-1] = val.pyScalar
-				}
-			}
-			if idx = p.ws(next); idx < len(s) && s[idx] == ']' {
-				break
-			}
-			if idx >= len(s) || s[idx] != ',' {
-				return pyValue{}, 0, &pyJSONError{"Expecting ',' delimiter", idx}
-			}
-			idx = p.ws(idx + 1)
-		}
-	}
-	return v, idx + 1, nil
 }
 
 // ---- POST /upload --------------------------------------------------------
@@ -881,10 +382,10 @@ func (s *Server) legacyUpload(w http.ResponseWriter, r *http.Request) {
 	}
 	// Everything happens relative to the base dir opened once: the
 	// temporary file lives at its top, the target is reached through it.
-	base := s.resolvedBase()
+	base := pycompat.RealBase(s.opts.BaseDir)
 	root, err := os.OpenRoot(base)
 	if err != nil {
-		legacyMessage(w, http.StatusInternalServerError, "File upload failed: "+pyOSErrorText(&os.PathError{Op: "open", Path: base, Err: errnoOrErr(err)}))
+		legacyMessage(w, http.StatusInternalServerError, "File upload failed: "+pycompat.OSErrorText(&os.PathError{Op: "open", Path: base, Err: errnoOrErr(err)}))
 		return
 	}
 	defer root.Close()
@@ -906,7 +407,7 @@ func (s *Server) legacyUpload(w http.ResponseWriter, r *http.Request) {
 			legacyDetail(w, http.StatusBadRequest, legacyParseError)
 			return
 		}
-		name, fname, hasName, hasFilename := partDisposition(part.Header.Get("Content-Disposition"))
+		name, fname, hasName, hasFilename := pycompat.PartDisposition(part.Header.Get("Content-Disposition"))
 		if !hasName {
 			legacyDetail(w, http.StatusBadRequest, legacyParseError)
 			return
@@ -927,7 +428,7 @@ func (s *Server) legacyUpload(w http.ResponseWriter, r *http.Request) {
 		}
 		f, path, err := createUploadTemp(root)
 		if err != nil {
-			legacyMessage(w, http.StatusInternalServerError, "File upload failed: "+pyOSErrorText(absPathError(err, base)))
+			legacyMessage(w, http.StatusInternalServerError, "File upload failed: "+pycompat.OSErrorText(absPathError(err, base)))
 			return
 		}
 		tmp = path
@@ -940,7 +441,7 @@ func (s *Server) legacyUpload(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if writeErr != nil {
-			legacyMessage(w, http.StatusInternalServerError, "File upload failed: "+pyOSErrorText(writeErr))
+			legacyMessage(w, http.StatusInternalServerError, "File upload failed: "+pycompat.OSErrorText(writeErr))
 			return
 		}
 		seen, isFile, filename = true, true, fname
@@ -955,21 +456,21 @@ func (s *Server) legacyUpload(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	full, err := resolveUnder(base, filename)
+	full, err := pycompat.ResolveUnder(base, filename)
 	if err != nil {
 		legacyMessage(w, http.StatusForbidden, "Access denied")
 		return
 	}
-	rel := relOf(base, full)
+	rel := pycompat.RelOf(base, full)
 	if rel != "" { // the base dir itself exists; writing it fails below
-		dir, _ := pySplit(rel)
+		dir, _ := pycompat.Split(rel)
 		if _, err := fsroot.MkdirAll(root, dir, 0o777); err != nil {
-			legacyMessage(w, http.StatusInternalServerError, "File upload failed: "+pyOSErrorText(absPathError(err, base)))
+			legacyMessage(w, http.StatusInternalServerError, "File upload failed: "+pycompat.OSErrorText(absPathError(err, base)))
 			return
 		}
 	}
 	if err := placeUpload(root, tmp, rel, full); err != nil {
-		legacyMessage(w, http.StatusInternalServerError, "File upload failed: "+pyOSErrorText(err))
+		legacyMessage(w, http.StatusInternalServerError, "File upload failed: "+pycompat.OSErrorText(err))
 		return
 	}
 	tmp = "" // moved (or copied and removed)
@@ -996,7 +497,7 @@ func createUploadTemp(root *os.Root) (*os.File, string, error) {
 // directory fails with EISDIR). tmp is gone afterwards on success. An error
 // is a *PathError naming full, as Python's OSError would.
 func placeUpload(root *os.Root, tmp, rel, full string) error {
-	target := dotIfEmpty(rel)
+	target := pycompat.DotIfEmpty(rel)
 	if _, err := root.Lstat(target); errors.Is(err, os.ErrNotExist) {
 		err := root.Rename(tmp, target)
 		if err == nil {
@@ -1036,7 +537,7 @@ func absPathError(err error, base string) error {
 	if !errors.As(err, &pe) {
 		return err
 	}
-	return &os.PathError{Op: pe.Op, Path: pyJoin(base, pe.Path), Err: rootErrno(err)}
+	return &os.PathError{Op: pe.Op, Path: pycompat.Join(base, pe.Path), Err: rootErrno(err)}
 }
 
 // rootErrno is the errno of an os.Root error; its refusal of an escaping
@@ -1076,67 +577,6 @@ func copyCounting(dst io.Writer, src io.Reader) (readErr, writeErr error) {
 	}
 }
 
-// pyOSErrorText is str() of the OSError Python would have raised for err.
-func pyOSErrorText(err error) string {
-	errno := sysErrno.Of(err)
-	if errno == 0 {
-		return err.Error()
-	}
-	var pe *os.PathError
-	if errors.As(err, &pe) {
-		return pyrepr.OSError(errno, pe.Path)
-	}
-	return fmt.Sprintf("[Errno %d] %s", uint64(errno), pyrepr.Strerror(errno))
-}
-
-// dispositionOption is python-multipart 0.0.5's OPTION_RE.
-var dispositionOption = func() *regexp.Regexp {
-	special := regexp.QuoteMeta(`()<>@,;:\"/[]?={} ` + "\t")
-	quoted := `"(?:\\.|[^"])*"`
-	value := `(?:[^` + special + `]+|` + quoted + `)`
-	return regexp.MustCompile(`(?:;|^)\s*([^` + special + `]+)\s*=\s*(` + value + `)`)
-}()
-
-// partDisposition parses a part's raw Content-Disposition like
-// python-multipart 0.0.5 and Starlette 0.26: quoted values are unquoted
-// (only \\ and \"), an IE-style "C:\dir\name" filename keeps what follows
-// the last backslash, and the bytes are read as UTF-8, else Latin-1. The
-// whole relative path is kept (unlike multipart.Part.FileName).
-func partDisposition(h string) (name, filename string, hasName, hasFilename bool) {
-	_, rest, ok := strings.Cut(h, ";")
-	if !ok {
-		return "", "", false, false
-	}
-	for _, m := range dispositionOption.FindAllStringSubmatch(rest, -1) {
-		key, v := strings.ToLower(m[1]), m[2]
-		if len(v) >= 2 && v[0] == '"' && v[len(v)-1] == '"' {
-			v = strings.ReplaceAll(strings.ReplaceAll(v[1:len(v)-1], `\\`, `\`), `\"`, `"`)
-		}
-		switch key {
-		case "name":
-			name, hasName = userSafeDecode(v), true
-		case "filename":
-			if (len(v) >= 3 && v[1:3] == `:\`) || strings.HasPrefix(v, `\\`) {
-				v = v[strings.LastIndexByte(v, '\\')+1:]
-			}
-			filename, hasFilename = userSafeDecode(v), true
-		}
-	}
-	return name, filename, hasName, hasFilename
-}
-
-// userSafeDecode is Starlette's _user_safe_decode: UTF-8, else Latin-1.
-func userSafeDecode(b string) string {
-	if utf8ValidStrict([]byte(b)) {
-		return b
-	}
-	r := make([]rune, len(b))
-	for i := 0; i < len(b); i++ {
-		r[i] = rune(b[i])
-	}
-	return string(r)
-}
-
 // ---- GET /download, /list, /exists ---------------------------------------
 
 // serveLegacyPath serves GET /download/…, /list/… and /exists/… before
@@ -1164,7 +604,7 @@ func (s *Server) serveLegacyPath(w http.ResponseWriter, r *http.Request, prefix 
 	} else if strings.HasPrefix(r.URL.Path, prefix) {
 		p = r.URL.Path[len(prefix):]
 	}
-	p = pyDecodeUTF8([]byte(p))
+	p = pycompat.DecodeUTF8([]byte(p))
 	switch strings.Trim(prefix, "/") {
 	case "download":
 		s.legacyDownloadPath(w, p)
@@ -1188,13 +628,13 @@ func (s *Server) legacyExists(w http.ResponseWriter, r *http.Request) {
 }
 
 // legacyResolve resolves a legacy path and opens the base dir (the caller
-// closes in.root); false means it answered: 403 for a path outside (a NUL
+// closes in.Root); false means it answered: 403 for a path outside (a NUL
 // byte, which Python's realpath refuses with ValueError, is 403 too), 404
 // with notFound when the base dir cannot be opened.
-func (s *Server) legacyResolve(w http.ResponseWriter, p, notFound string) (inBase, bool) {
-	in, err := s.resolveInBase(p)
+func (s *Server) legacyResolve(w http.ResponseWriter, p, notFound string) (pycompat.InBase, bool) {
+	in, err := pycompat.ResolveInBase(s.opts.BaseDir, p)
 	switch {
-	case errors.Is(err, errForbidden), errors.Is(err, errNULPath):
+	case errors.Is(err, pycompat.ErrOutside), errors.Is(err, pycompat.ErrNULPath):
 		legacyMessage(w, http.StatusForbidden, "Access denied")
 		return in, false
 	case err != nil:
@@ -1212,11 +652,11 @@ func (s *Server) legacyDownloadPath(w http.ResponseWriter, p string) {
 	if !ok {
 		return
 	}
-	defer in.root.Close()
+	defer in.Root.Close()
 	// O_NONBLOCK: opening a FIFO must not block (it is not a file: 404
 	// below). The file is opened once, through the root, and answered from
 	// that descriptor.
-	f, err := in.root.OpenFile(dotIfEmpty(in.rel), os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	f, err := in.Root.OpenFile(pycompat.DotIfEmpty(in.Rel), os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		if errors.Is(err, os.ErrPermission) {
 			legacyMessage(w, http.StatusForbidden, "Access denied")
@@ -1246,28 +686,11 @@ func (s *Server) legacyDownloadPath(w http.ResponseWriter, p string) {
 // leaves the name unchanged, else the RFC 5987 form filename*=utf-8 with
 // two single quotes, then the quoted name.
 func contentDisposition(name string) string {
-	q := pyQuote(name)
+	q := pycompat.Quote(name)
 	if q == name {
 		return `attachment; filename="` + name + `"`
 	}
 	return "attachment; filename*=utf-8''" + q
-}
-
-// pyQuote is urllib.parse.quote(s, safe="/").
-func pyQuote(s string) string {
-	const hex = "0123456789ABCDEF"
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("_.-~/", c) >= 0 {
-			b.WriteByte(c)
-			continue
-		}
-		b.WriteByte('%')
-		b.WriteByte(hex[c>>4])
-		b.WriteByte(hex[c&15])
-	}
-	return b.String()
 }
 
 // legacyEntry is one element of a /list answer (keys in Python's order).
@@ -1282,7 +705,7 @@ type legacyEntry struct {
 // its ".0").
 type pyFloat float64
 
-func (f pyFloat) MarshalJSON() ([]byte, error) { return []byte(pyrepr.Float(float64(f))), nil }
+func (f pyFloat) MarshalJSON() ([]byte, error) { return []byte(pycompat.Float(float64(f))), nil }
 
 // legacyListPath lists a directory with each entry stat'ed through
 // symlinks. Entries that cannot be stat'ed (dangling or looping links) are
@@ -1295,10 +718,10 @@ func (s *Server) legacyListPath(w http.ResponseWriter, p string) {
 	if !ok {
 		return
 	}
-	defer in.root.Close()
+	defer in.Root.Close()
 	// The directory is opened once: names and plain entries come from that
 	// descriptor, whatever is renamed meanwhile.
-	dir, closeDir, err := fsroot.Sub(in.root, in.rel)
+	dir, closeDir, err := fsroot.Sub(in.Root, in.Rel)
 	if err != nil {
 		legacyMessage(w, http.StatusNotFound, "Path is not a directory")
 		return
@@ -1306,7 +729,7 @@ func (s *Server) legacyListPath(w http.ResponseWriter, p string) {
 	defer closeDir()
 	names, err := readDirNames(dir)
 	if err != nil {
-		legacyMessage(w, http.StatusInternalServerError, "List files failed: "+pyOSErrorText(errnoOrErr(err)))
+		legacyMessage(w, http.StatusInternalServerError, "List files failed: "+pycompat.OSErrorText(errnoOrErr(err)))
 		return
 	}
 	entries := []legacyEntry{}
@@ -1330,16 +753,16 @@ func (s *Server) legacyListPath(w http.ResponseWriter, p string) {
 	writeLegacyJSON(w, http.StatusOK, entries)
 }
 
-// statLink stats the symlink name in the directory in.rel through its
+// statLink stats the symlink name in the directory in.Rel through its
 // target, resolved like every request path (Python's realpath, so absolute
-// links into the base dir work too) and then reached through in.root; a
-// target outside the base dir is errForbidden.
-func (s *Server) statLink(in inBase, name string) (os.FileInfo, error) {
-	full, err := resolveUnder(in.base, pyJoin(in.rel, name))
+// links into the base dir work too) and then reached through in.Root; a
+// target outside the base dir is pycompat.ErrOutside.
+func (s *Server) statLink(in pycompat.InBase, name string) (os.FileInfo, error) {
+	full, err := pycompat.ResolveUnder(in.Base, pycompat.Join(in.Rel, name))
 	if err != nil {
 		return nil, err
 	}
-	return in.root.Stat(dotIfEmpty(relOf(in.base, full)))
+	return in.Root.Stat(pycompat.DotIfEmpty(pycompat.RelOf(in.Base, full)))
 }
 
 // readDirNames returns the names in the directory dir is rooted at, sorted.
@@ -1355,14 +778,14 @@ func readDirNames(dir *os.Root) ([]string, error) {
 }
 
 func (s *Server) legacyExistsPath(w http.ResponseWriter, p string) {
-	in, err := s.resolveInBase(p)
-	if errors.Is(err, errForbidden) || errors.Is(err, errNULPath) {
+	in, err := pycompat.ResolveInBase(s.opts.BaseDir, p)
+	if errors.Is(err, pycompat.ErrOutside) || errors.Is(err, pycompat.ErrNULPath) {
 		legacyMessage(w, http.StatusForbidden, "Access denied")
 		return
 	}
 	if err == nil { // else the base dir itself is missing: nothing exists
-		defer in.root.Close()
-		_, err = in.root.Stat(dotIfEmpty(in.rel))
+		defer in.Root.Close()
+		_, err = in.Root.Stat(pycompat.DotIfEmpty(in.Rel))
 	}
 	writeLegacyJSON(w, http.StatusOK, struct {
 		Path   string `json:"path"`

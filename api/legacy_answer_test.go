@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sandbox-runtime/sandbox-runtime/pycompat"
 	"github.com/sandbox-runtime/sandbox-runtime/runtime"
 )
 
@@ -15,7 +16,7 @@ import (
 // the streaming encoder must match byte for byte.
 func answerModel(stdout, stderr []byte, res runtime.ExecResult) []byte {
 	text := func(b []byte) string {
-		s := pyDecodeUTF8(b)
+		s := pycompat.DecodeUTF8(b)
 		return strings.ReplaceAll(strings.ReplaceAll(s, "\r\n", "\n"), "\r", "\n")
 	}
 	out := legacyExecResponse{Stdout: text(stdout), Stderr: text(stderr), ExitCode: res.ExitCode}
