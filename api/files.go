@@ -22,7 +22,7 @@ import (
 
 // Files v1 (protocol.md §3): /v1/files/{path...} reads, lists, writes and
 // deletes under SANDBOX_BASE_DIR. The path is decoded by the usual URL rules
-// and resolved like the legacy paths (paths.go); a result outside the base
+// and resolved like the legacy paths (pycompat.ResolveInBase); a result outside the base
 // dir is 403 forbidden.
 //
 // Decisions where the contract is silent:
@@ -45,7 +45,7 @@ import (
 //     dir cannot be deleted (400); neither can a mount point, nor
 //     recursively a directory with a mount below it (409 busy).
 //   - Every operation goes through the base dir opened as an os.Root
-//     (paths.go), PUT and DELETE through the opened parent, so no swap of
+//     (pycompat.ResolveInBase), PUT and DELETE through the opened parent, so no swap of
 //     a component takes it outside. Filesystem errnos map to statuses in
 //     fileError, never 500 for ENOSPC, EROFS, EBUSY, EMFILE and kin.
 
@@ -53,7 +53,7 @@ import (
 // middleware to call with paths ServeMux would not take.
 func (s *Server) filesHandler() http.Handler {
 	for _, r := range s.routes {
-		if r.pattern == "/v1/files/{path...}" {
+		if r.Pattern == "/v1/files/{path...}" {
 			return s.methodHandler(r)
 		}
 	}
@@ -373,7 +373,7 @@ func (s *Server) putFile(w http.ResponseWriter, r *http.Request) {
 	var readErr error
 	err = fsroot.WriteAtomic(dir, name, mode, func(tmp io.Writer) error {
 		var writeErr error
-		readErr, writeErr = copyCounting(tmp, r.Body)
+		readErr, writeErr = fsroot.Copy(tmp, r.Body)
 		if readErr != nil {
 			return readErr
 		}

@@ -10,6 +10,7 @@ import (
 
 	"go.uber.org/zap/zaptest"
 
+	"github.com/sandbox-runtime/sandbox-runtime/legacy"
 	"github.com/sandbox-runtime/sandbox-runtime/metrics"
 	"github.com/sandbox-runtime/sandbox-runtime/runtime"
 )
@@ -63,6 +64,10 @@ func newTestServer(t testing.TB, mutate func(*runtime.Config, *Options)) *testSe
 		t.Fatal(err)
 	}
 	opts.Metrics = met
+	// The legacy routes, mounted as main does: the spec and middleware
+	// tests cover the whole server.
+	lh := legacy.New(m, legacy.Options{BaseDir: opts.BaseDir, HeartbeatInterval: opts.HeartbeatInterval, Logger: opts.Logger})
+	opts.Routes, opts.Refuse = lh.Routes(), legacy.Refuse
 	s := New(m, opts)
 	hs := httptest.NewUnstartedServer(s.Handler())
 	hs.Config.ConnContext = ConnContext // as main does

@@ -59,6 +59,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/sandbox-runtime/sandbox-runtime/api"
+	"github.com/sandbox-runtime/sandbox-runtime/legacy"
 	"github.com/sandbox-runtime/sandbox-runtime/metrics"
 	"github.com/sandbox-runtime/sandbox-runtime/procgroup"
 )
@@ -175,6 +176,8 @@ func run(ctx context.Context, stopSignals func(), cfg *config, log *zap.Logger, 
 	}
 	defer m.Close()
 
+	// The legacy API is mounted on the one server, behind its middleware.
+	lh := legacy.New(m, legacy.Options{BaseDir: cfg.BaseDir, HeartbeatInterval: cfg.HeartbeatInterval, Logger: log})
 	srv := api.New(m, api.Options{
 		Version:           version,
 		BaseDir:           cfg.BaseDir,
@@ -186,6 +189,9 @@ func run(ctx context.Context, stopSignals func(), cfg *config, log *zap.Logger, 
 
 		Isolation:       iso,
 		ReservedThreads: procgroup.DefaultReservedThreads,
+
+		Routes: lh.Routes(),
+		Refuse: legacy.Refuse,
 	})
 	ln := cfg.listener
 	if ln == nil {

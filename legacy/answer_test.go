@@ -1,4 +1,4 @@
-package api
+package legacy
 
 import (
 	"bytes"
@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sandbox-runtime/sandbox-runtime/httpx"
 	"github.com/sandbox-runtime/sandbox-runtime/pycompat"
 	"github.com/sandbox-runtime/sandbox-runtime/runtime"
 )
@@ -36,7 +37,7 @@ func answerModel(stdout, stderr []byte, res runtime.ExecResult) []byte {
 		}
 		out.Stderr += n + "\n"
 	}
-	return marshal(out)
+	return httpx.Marshal(out)
 }
 
 // answerStreamed encodes stdout and stderr cut into the given chunks.

@@ -1,4 +1,26 @@
-package api
+// Package legacy is the legacy API (protocol.md §5): what the Python runtime
+// image served, answer for answer: GET /, POST /execute, POST /upload and GET
+// /download, /list, /exists. It changes when that contract (the recorded
+// corpus) does. The handlers are mounted on the api server as extra routes
+// (Handlers.Routes, api.Options.Routes), behind its middleware; Python's own
+// behaviours come from package pycompat, commands from runtime.
+//
+// The recorded corpus in testdata/legacy pins the details; the
+// replay test in legacy_test.go checks every case. Where this file follows a
+// Python quirk on purpose, the comment says which. The recorded corpus in testdata/legacy pins the details; the
+// replay test in legacy_test.go checks every case. Where this file follows a
+// Python quirk on purpose, the comment says which.
+//
+// Decisions where the corpus leaves a choice:
+//   - A non-string "command" is coerced like pydantic 1 did (5 → "5",
+//     true → "True", 1.5 → "1.5"), as recorded, rather than refused.
+//   - Bodies are decoded like Python's json.loads on bytes: a UTF-8 BOM and
+//     UTF-16/32 bodies are accepted, as recorded.
+//   - /download ignores Range and conditional headers (200 with the whole
+//     file), as recorded.
+//   - /upload has no size limit of its own (the disk is the limit); the part
+//     is streamed to a temporary file in the base dir and moved into place.
+package legacy
 
 import (
 	"errors"
@@ -20,41 +42,27 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/sandbox-runtime/sandbox-runtime/fsroot"
+	"github.com/sandbox-runtime/sandbox-runtime/httpx"
 	sysErrno "github.com/sandbox-runtime/sandbox-runtime/internal/errno"
 	"github.com/sandbox-runtime/sandbox-runtime/pycompat"
 	"github.com/sandbox-runtime/sandbox-runtime/runtime"
 )
 
-// The legacy API (protocol.md §5): what the Python runtime image served, answer
-// for answer. The recorded corpus in testdata/legacy pins the details; the
-// replay test in legacy_test.go checks every case. Where this file follows a
-// Python quirk on purpose, the comment says which.
-//
-// Decisions where the corpus leaves a choice:
-//   - A non-string "command" is coerced like pydantic 1 did (5 → "5",
-//     true → "True", 1.5 → "1.5"), as recorded, rather than refused.
-//   - Bodies are decoded like Python's json.loads on bytes: a UTF-8 BOM and
-//     UTF-16/32 bodies are accepted, as recorded.
-//   - /download ignores Range and conditional headers (200 with the whole
-//     file), as recorded.
-//   - /upload has no size limit of its own (the disk is the limit); the part
-//     is streamed to a temporary file in the base dir and moved into place.
-
 // legacyParseError is FastAPI's answer to a body it could not decode.
 const legacyParseError = "There was an error parsing the body"
 
-func (s *Server) legacyRoot(w http.ResponseWriter, r *http.Request) {
-	writeLegacyJSON(w, http.StatusOK, map[string]string{"status": "ok", "message": "Sandbox Runtime is active."})
+func (s *Handlers) legacyRoot(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok", "message": "Sandbox Runtime is active."})
 }
 
 // legacyDetail writes a framework-style {"detail": …} error.
 func legacyDetail(w http.ResponseWriter, status int, detail any) {
-	writeLegacyJSON(w, status, map[string]any{"detail": detail})
+	writeJSON(w, status, map[string]any{"detail": detail})
 }
 
 // legacyMessage writes a handler-style {"message": …} answer.
 func legacyMessage(w http.ResponseWriter, status int, msg string) {
-	writeLegacyJSON(w, status, map[string]string{"message": msg})
+	writeJSON(w, status, map[string]string{"message": msg})
 }
 
 // pydanticError is one item of a pydantic 1 validation error list.
@@ -119,19 +127,19 @@ func execFailed(reason string) legacyExecResponse {
 // and runs when one frees; its timeout starts then. A call whose client
 // leaves while it waits never runs. The answer is encoded as it is written
 // (writeLegacyExecAnswer).
-func (s *Server) legacyExecute(w http.ResponseWriter, r *http.Request) {
+func (s *Handlers) legacyExecute(w http.ResponseWriter, r *http.Request) {
 	body, err := readLegacyBody(w, r)
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			legacyDetail(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("Request body is over %d bytes", maxJSONBody))
+			legacyDetail(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("Request body is over %d bytes", httpx.MaxJSONBody))
 			return
 		}
 		legacyDetail(w, http.StatusBadRequest, legacyParseError)
 		return
 	}
 	// A large body is parsed and split in its decode turn (bodyread.go).
-	leave, err := bigDecodes.enter(r.Context(), len(body))
+	leave, err := httpx.EnterDecode(r.Context(), len(body))
 	if err != nil {
 		return // the client left
 	}
@@ -146,10 +154,10 @@ func (s *Server) legacyExecute(w http.ResponseWriter, r *http.Request) {
 	argv, failed := splitCommand(command)
 	if failed != "" {
 		leave()
-		writeLegacyJSON(w, http.StatusOK, execFailed(failed))
+		writeJSON(w, http.StatusOK, execFailed(failed))
 		return
 	}
-	if len(command) > bigBody {
+	if len(command) > httpx.BigBody {
 		// The words of a large command cost many times its size (16 bytes a
 		// word and more): a call that waits for an execution slot keeps the
 		// command only (a copy of its own, holding nothing of the body or
@@ -190,7 +198,7 @@ func (s *Server) legacyExecute(w http.ResponseWriter, r *http.Request) {
 				done <- outcome{err: r.Context().Err()}
 				return
 			}
-			leave, err := bigDecodes.enter(r.Context(), len(command))
+			leave, err := httpx.EnterDecode(r.Context(), len(command))
 			if err != nil {
 				<-s.execSlots
 				done <- outcome{err: r.Context().Err()}
@@ -264,16 +272,16 @@ func splitCommand(command string) (argv []string, failed string) {
 	return argv, ""
 }
 
-// readLegacyBody reads a body of at most maxJSONBody bytes, growing its
+// readLegacyBody reads a body of at most httpx.MaxJSONBody bytes, growing its
 // buffer only as bytes arrive (readBody): never from the Content-Length.
 func readLegacyBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
-	return readBody(w, r, maxJSONBody)
+	return httpx.ReadBody(w, r, httpx.MaxJSONBody)
 }
 
 // legacyTimeout is SANDBOX_EXEC_TIMEOUT_SECONDS, or X-Sandbox-Timeout when
 // that is a smaller positive number. seconds is the value as printed in the
 // timeout message.
-func (s *Server) legacyTimeout(r *http.Request) (time.Duration, float64) {
+func (s *Handlers) legacyTimeout(r *http.Request) (time.Duration, float64) {
 	timeout := s.m.Config().MaxTimeout
 	seconds := timeout.Seconds()
 	if h := strings.TrimSpace(r.Header.Get("X-Sandbox-Timeout")); h != "" {
@@ -366,7 +374,7 @@ func legacyIsJSON(contentType string) bool {
 // path its filename names, relative to the base dir. Like the Python server,
 // the whole body is read before anything is decided (the last "file" part
 // wins), but parts are streamed to a temporary file, never held in memory.
-func (s *Server) legacyUpload(w http.ResponseWriter, r *http.Request) {
+func (s *Handlers) legacyUpload(w http.ResponseWriter, r *http.Request) {
 	missing := func() {
 		f := validationFailure("field required", "value_error.missing", "body", "file")
 		legacyDetail(w, f.status, f.detail)
@@ -432,7 +440,7 @@ func (s *Server) legacyUpload(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		tmp = path
-		readErr, writeErr := copyCounting(f, part)
+		readErr, writeErr := fsroot.Copy(f, part)
 		if cerr := f.Close(); writeErr == nil {
 			writeErr = cerr
 		}
@@ -518,7 +526,7 @@ func placeUpload(root *os.Root, tmp, rel, full string) error {
 		return err
 	}
 	defer src.Close()
-	_, werr := copyCounting(dst, src)
+	_, werr := fsroot.Copy(dst, src)
 	if cerr := dst.Close(); werr == nil {
 		werr = cerr
 	}
@@ -557,81 +565,41 @@ func errnoOrErr(err error) error {
 	return err
 }
 
-// copyCounting copies src to dst with a small buffer and says which side
-// failed.
-func copyCounting(dst io.Writer, src io.Reader) (readErr, writeErr error) {
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := src.Read(buf)
-		if n > 0 {
-			if _, werr := dst.Write(buf[:n]); werr != nil {
-				return nil, werr
-			}
-		}
-		if err == io.EOF {
-			return nil, nil
-		}
-		if err != nil {
-			return err, nil
-		}
-	}
-}
-
 // ---- GET /download, /list, /exists ---------------------------------------
 
-// serveLegacyPath serves GET /download/…, /list/… and /exists/… before
-// ServeMux sees them, so `..`, `.` and `//` are never cleaned or redirected.
-// The path after prefix is percent-decoded once (RawPath, so that both
-// a%2Fb and a/b work), and invalid UTF-8 becomes U+FFFD as uvicorn did.
-// The prefix without its slash (/list) is served as the empty path.
-func (s *Server) serveLegacyPath(w http.ResponseWriter, r *http.Request, prefix string) {
-	if r.Method != http.MethodGet {
-		w.Header().Set("Allow", "GET")
-		legacyDetail(w, http.StatusMethodNotAllowed, "Method Not Allowed")
-		return
+// pathRoute serves GET prefix… (/download/…, /list/…, /exists/…). The
+// route is Raw (httpx.Route): the server hands it every path under prefix
+// before ServeMux sees it, so `..`, `.` and `//` are never cleaned or
+// redirected. The path after prefix is percent-decoded once (RawPath, so
+// that both a%2Fb and a/b work), and invalid UTF-8 becomes U+FFFD as
+// uvicorn did. The prefix without its slash (/list) is the empty path.
+func pathRoute(prefix string, serve func(w http.ResponseWriter, p string)) httpx.Route {
+	return httpx.Route{
+		Pattern: prefix + "{path...}",
+		Methods: map[string]http.HandlerFunc{"GET": func(w http.ResponseWriter, r *http.Request) {
+			var p string
+			if esc := r.URL.EscapedPath(); strings.HasPrefix(esc, prefix) {
+				dec, err := url.PathUnescape(esc[len(prefix):])
+				if err != nil {
+					dec = esc[len(prefix):]
+				}
+				p = dec
+			} else if strings.HasPrefix(r.URL.Path, prefix) {
+				p = r.URL.Path[len(prefix):]
+			}
+			serve(w, pycompat.DecodeUTF8([]byte(p)))
+		}},
+		NoHead: true,
+		Raw:    true,
+		Refuse: Refuse,
 	}
-	if !s.auth.allowed(r) {
-		writeError(w, http.StatusUnauthorized, "unauthorized", "a valid bearer token is required", nil)
-		return
-	}
-	var p string
-	if esc := r.URL.EscapedPath(); strings.HasPrefix(esc, prefix) {
-		dec, err := url.PathUnescape(esc[len(prefix):])
-		if err != nil {
-			dec = esc[len(prefix):]
-		}
-		p = dec
-	} else if strings.HasPrefix(r.URL.Path, prefix) {
-		p = r.URL.Path[len(prefix):]
-	}
-	p = pycompat.DecodeUTF8([]byte(p))
-	switch strings.Trim(prefix, "/") {
-	case "download":
-		s.legacyDownloadPath(w, p)
-	case "list":
-		s.legacyListPath(w, p)
-	default:
-		s.legacyExistsPath(w, p)
-	}
-}
-
-// The ServeMux routes (reached only if the middleware does not take the
-// path first).
-func (s *Server) legacyDownload(w http.ResponseWriter, r *http.Request) {
-	s.legacyDownloadPath(w, r.PathValue("path"))
-}
-func (s *Server) legacyList(w http.ResponseWriter, r *http.Request) {
-	s.legacyListPath(w, r.PathValue("path"))
-}
-func (s *Server) legacyExists(w http.ResponseWriter, r *http.Request) {
-	s.legacyExistsPath(w, r.PathValue("path"))
 }
 
 // legacyResolve resolves a legacy path and opens the base dir (the caller
 // closes in.Root); false means it answered: 403 for a path outside (a NUL
 // byte, which Python's realpath refuses with ValueError, is 403 too), 404
 // with notFound when the base dir cannot be opened.
-func (s *Server) legacyResolve(w http.ResponseWriter, p, notFound string) (pycompat.InBase, bool) {
+func (s *Handlers) legacyResolve(w http.ResponseWriter, p, notFound string) (pycompat.InBase, bool) {
 	in, err := pycompat.ResolveInBase(s.opts.BaseDir, p)
 	switch {
 	case errors.Is(err, pycompat.ErrOutside), errors.Is(err, pycompat.ErrNULPath):
@@ -647,7 +615,7 @@ func (s *Server) legacyResolve(w http.ResponseWriter, p, notFound string) (pycom
 // legacyDownloadPath answers like Starlette 0.26's FileResponse: the whole
 // file (Range and conditional headers are ignored), named by the requested
 // path in Content-Disposition.
-func (s *Server) legacyDownloadPath(w http.ResponseWriter, p string) {
+func (s *Handlers) legacyDownloadPath(w http.ResponseWriter, p string) {
 	in, ok := s.legacyResolve(w, p, "File not found")
 	if !ok {
 		return
@@ -713,7 +681,7 @@ func (f pyFloat) MarshalJSON() ([]byte, error) { return []byte(pycompat.Float(fl
 // symlinks that resolve outside the base dir: the listing shows only what
 // /download and /exists can reach (the Python server showed the outside
 // target's size and mtime).
-func (s *Server) legacyListPath(w http.ResponseWriter, p string) {
+func (s *Handlers) legacyListPath(w http.ResponseWriter, p string) {
 	in, ok := s.legacyResolve(w, p, "Path is not a directory")
 	if !ok {
 		return
@@ -750,14 +718,14 @@ func (s *Server) legacyListPath(w http.ResponseWriter, p string) {
 		entries = append(entries, legacyEntry{Name: name, Size: fi.Size(), Type: typ,
 			ModTime: pyFloat(float64(mt.Unix()) + float64(mt.Nanosecond())*1e-9)})
 	}
-	writeLegacyJSON(w, http.StatusOK, entries)
+	writeJSON(w, http.StatusOK, entries)
 }
 
 // statLink stats the symlink name in the directory in.Rel through its
 // target, resolved like every request path (Python's realpath, so absolute
 // links into the base dir work too) and then reached through in.Root; a
 // target outside the base dir is pycompat.ErrOutside.
-func (s *Server) statLink(in pycompat.InBase, name string) (os.FileInfo, error) {
+func (s *Handlers) statLink(in pycompat.InBase, name string) (os.FileInfo, error) {
 	full, err := pycompat.ResolveUnder(in.Base, pycompat.Join(in.Rel, name))
 	if err != nil {
 		return nil, err
@@ -777,7 +745,7 @@ func readDirNames(dir *os.Root) ([]string, error) {
 	return names, err
 }
 
-func (s *Server) legacyExistsPath(w http.ResponseWriter, p string) {
+func (s *Handlers) legacyExistsPath(w http.ResponseWriter, p string) {
 	in, err := pycompat.ResolveInBase(s.opts.BaseDir, p)
 	if errors.Is(err, pycompat.ErrOutside) || errors.Is(err, pycompat.ErrNULPath) {
 		legacyMessage(w, http.StatusForbidden, "Access denied")
@@ -787,7 +755,7 @@ func (s *Server) legacyExistsPath(w http.ResponseWriter, p string) {
 		defer in.Root.Close()
 		_, err = in.Root.Stat(pycompat.DotIfEmpty(in.Rel))
 	}
-	writeLegacyJSON(w, http.StatusOK, struct {
+	writeJSON(w, http.StatusOK, struct {
 		Path   string `json:"path"`
 		Exists bool   `json:"exists"`
 	}{p, err == nil})

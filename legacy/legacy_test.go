@@ -1,4 +1,4 @@
-package api
+package legacy
 
 import (
 	"bufio"
@@ -23,6 +23,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandbox-runtime/sandbox-runtime/api"
+	"github.com/sandbox-runtime/sandbox-runtime/httpx"
 	"github.com/sandbox-runtime/sandbox-runtime/runtime"
 )
 
@@ -152,7 +154,7 @@ func TestLegacyReplay(t *testing.T) {
 // replayOne runs one case and returns pass, deviation, lenient or fail.
 func replayOne(t *testing.T, c replayCase) string {
 	var base string
-	ts := newTestServer(t, func(cfg *runtime.Config, o *Options) {
+	ts := newTestServer(t, func(cfg *runtime.Config, o *api.Options) {
 		real, err := filepath.EvalSymlinks(cfg.BaseDir)
 		if err != nil {
 			t.Fatal(err)
@@ -724,7 +726,7 @@ func legacyOpenFIFO(t *testing.T, path string) *os.File {
 }
 
 func TestLegacyExecuteHeartbeat(t *testing.T) {
-	ts := newTestServer(t, func(_ *runtime.Config, o *Options) { o.HeartbeatInterval = 20 * time.Millisecond })
+	ts := newTestServer(t, func(_ *runtime.Config, o *api.Options) { o.HeartbeatInterval = 20 * time.Millisecond })
 	fifo := filepath.Join(ts.BaseDir, "fifo")
 	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
 		t.Fatal(err)
@@ -782,7 +784,7 @@ func legacyExecCount(t *testing.T, ts *testServer) string {
 }
 
 func TestLegacyExecuteTimeoutHeader(t *testing.T) {
-	ts := newTestServer(t, func(c *runtime.Config, _ *Options) { c.MaxTimeout = 2 * time.Second })
+	ts := newTestServer(t, func(c *runtime.Config, _ *api.Options) { c.MaxTimeout = 2 * time.Second })
 	cases := []struct {
 		name, command, header, stderr string
 		max                           time.Duration
@@ -816,7 +818,7 @@ func TestLegacyExecuteTimeoutHeader(t *testing.T) {
 }
 
 func TestLegacyExecuteTruncation(t *testing.T) {
-	ts := newTestServer(t, func(c *runtime.Config, _ *Options) { c.LegacyOutputLimit = 100 })
+	ts := newTestServer(t, func(c *runtime.Config, _ *api.Options) { c.LegacyOutputLimit = 100 })
 	cases := []struct {
 		name, command string
 		want          legacyExecResponse
@@ -844,7 +846,7 @@ func TestLegacyExecuteTruncation(t *testing.T) {
 func TestLegacyExecuteNever5xx(t *testing.T) {
 	ts := newTestServer(t, nil)
 	t.Run("body over 1 MiB", func(t *testing.T) {
-		body := `{"command": "echo ` + strings.Repeat("x", maxJSONBody) + `"}`
+		body := `{"command": "echo ` + strings.Repeat("x", httpx.MaxJSONBody) + `"}`
 		resp, err := http.Post(ts.URL+"/execute", "application/json", strings.NewReader(body))
 		if err != nil {
 			t.Fatal(err)

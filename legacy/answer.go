@@ -1,4 +1,4 @@
-package api
+package legacy
 
 import (
 	"bufio"
@@ -10,6 +10,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/sandbox-runtime/sandbox-runtime/httpx"
 	"github.com/sandbox-runtime/sandbox-runtime/pycompat"
 	"github.com/sandbox-runtime/sandbox-runtime/runtime"
 )
@@ -61,7 +62,7 @@ func legacyExecFailure(argv []string, seconds float64, res *runtime.ExecResult, 
 // shutdown notes appended to stderr.
 func writeLegacyExecAnswer(w io.Writer, argv []string, seconds float64, res *runtime.ExecResult, err error) error {
 	if fail, ok := legacyExecFailure(argv, seconds, res, err); ok {
-		_, err := w.Write(marshal(fail))
+		_, err := w.Write(httpx.Marshal(fail))
 		return err
 	}
 	bw := bufio.NewWriterSize(w, answerBufSize)
