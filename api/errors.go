@@ -7,18 +7,15 @@ import (
 
 	"github.com/sandbox-runtime/sandbox-runtime/httpx"
 	"github.com/sandbox-runtime/sandbox-runtime/runtime"
+	"github.com/sandbox-runtime/sandbox-runtime/wire"
 )
 
-// errorBody is the v1 error shape: {"error": {"code", "message", "reason"?}}.
-type errorBody struct {
-	Error errorDetail `json:"error"`
-}
-
-type errorDetail struct {
-	Code    string `json:"code"`
-	Message string `json:"message"`
-	Reason  string `json:"reason,omitempty"`
-}
+// The v1 error shape {"error": {"code", "message", "reason"?}} is
+// wire.ErrorBody.
+type (
+	errorBody   = wire.ErrorBody
+	errorDetail = wire.ErrorDetail
+)
 
 // errRequestTooLarge is returned by decodeJSON when the body passes its limit.
 var errRequestTooLarge = errors.New("request body too large")

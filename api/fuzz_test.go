@@ -22,7 +22,9 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	"github.com/sandbox-runtime/sandbox-runtime/httpx"
 	"github.com/sandbox-runtime/sandbox-runtime/runtime"
+	"github.com/sandbox-runtime/sandbox-runtime/wire"
 )
 
 // fzClientError fails unless err maps to a client error with a message.
@@ -312,11 +314,12 @@ func FuzzQuery(f *testing.F) {
 
 // FuzzOutputEvent checks the encoder behind every output event: for any
 // bytes, the event is valid JSON that decodes back to exactly those bytes
-// (text when valid UTF-8, base64 otherwise), with consistent cursors; and
-// runeBoundary/runtime.UTF8Prefix never split a character of valid text.
+// (text when valid UTF-8, base64 otherwise), with consistent cursors, and
+// is byte for byte wire.Event's encoding; and runeBoundary and
+// runtime.UTF8Prefix never split a character of valid text.
 func FuzzOutputEvent(f *testing.F) {
 	for _, s := range []string{"", "hello\n", "\x00\x01\x1f\x7f", "\"\\", "\u2028\u2029", "héllo wörld ✓ 🙂",
-		"\xff\xfe", "\xe2\x82", "a\xe2\x82\xacb", "\xf0\x9f\x99", "\xed\xa0\x80", "<>&"} {
+		"\xff\xfe", "\xe2\x82", "a\xe2\x82\xacb", "\xf0\x9f\x99", "\xed\xa0\x80", "<>&", "\b\f\v"} {
 		f.Add([]byte(s), int64(0), uint16(3))
 	}
 	f.Fuzz(func(t *testing.T, data []byte, cursor int64, cut uint16) {
@@ -361,6 +364,15 @@ func FuzzOutputEvent(f *testing.F) {
 			}
 			if n, ok := frameNextCursor(line); !ok || n != e.NextCursor {
 				t.Fatalf("frameNextCursor(%s) = %d, %v; want %d", line, n, ok, e.NextCursor)
+			}
+			// The fast path writes exactly what the one wire definition
+			// encodes to (the server's encoding: no HTML escaping). An
+			// output event is never empty (a pipe read of 0 bytes is none).
+			if len(data) > 0 {
+				want := wire.Event{Type: wire.EventOutput, Stream: stream.String(), Cursor: &cursor, Data: e.Data, Encoding: e.Encoding, NextCursor: e.NextCursor}
+				if w := httpx.Marshal(want); !bytes.Equal(line, w) {
+					t.Fatalf("appendOutputEvent(%q) = %s; wire.Event encodes as %s", data, line, w)
+				}
 			}
 		}
 		if len(data) > 1 { // runeBoundary's precondition: 0 < n < len(data)

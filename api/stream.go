@@ -348,6 +348,10 @@ func appendJSONText(dst, s []byte) ([]byte, bool) {
 			dst = append(dst, '\\', 'r')
 		case '\t':
 			dst = append(dst, '\\', 't')
+		case '\b': // as encoding/json writes them (wire.Event's encoding)
+			dst = append(dst, '\\', 'b')
+		case '\f':
+			dst = append(dst, '\\', 'f')
 		default:
 			dst = append(dst, '\\', 'u', '0', '0', hexDigits[b>>4], hexDigits[b&0xf])
 		}
