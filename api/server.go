@@ -1,7 +1,12 @@
-// Package api is the HTTP and WebSocket transport of sandbox-runtime: it
-// decodes requests, calls the runtime.Manager, and encodes answers. The wire
-// protocol is docs/protocol.md; openapi.yaml beside this file is its
-// machine-readable form and is checked against the route table in tests.
+// Package api is the v1 protocol of sandbox-runtime over HTTP and WebSocket
+// (commands, streams, attach, files, health, info) and the one server that
+// serves it: the middleware every route goes through (request ids and logs,
+// panics, origin check, body limits, connection cap, auth) lives here, and
+// other groups of handlers (the legacy API, package legacy) are mounted on it
+// as routes (Options.Routes). It decodes requests, calls the runtime.Manager,
+// and encodes answers (the types of package wire). The protocol is
+// docs/protocol.md; openapi.yaml beside this file is its machine-readable
+// form and is checked against the route table in tests.
 package api
 
 import (
