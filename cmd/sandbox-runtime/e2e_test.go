@@ -968,12 +968,9 @@ func TestE2ELimits(t *testing.T) {
 	d := startDaemon(t, "SANDBOX_MAX_RUNNING=2", "SANDBOX_MAX_RETAINED=4")
 	ctx := testCtx(t, 30*time.Second)
 
-	var info struct {
-		Version string         `json:"version"`
-		Limits  map[string]any `json:"limits"`
-	}
+	var info wire.Info
 	d.doJSON(ctx, "GET", "/v1/info", nil, 200, &info)
-	if info.Version != e2eVersion || info.Limits["max_running"] != float64(2) || info.Limits["max_retained"] != float64(4) {
+	if info.Version != e2eVersion || info.Limits.MaxRunning != 2 || info.Limits.MaxRetained != 4 {
 		t.Errorf("/v1/info: %+v", info)
 	}
 
@@ -983,9 +980,7 @@ func TestE2ELimits(t *testing.T) {
 	if resp.Header.Get("Retry-After") == "" {
 		t.Error("429 without Retry-After")
 	}
-	var list struct {
-		Commands []status `json:"commands"`
-	}
+	var list wire.CommandList
 	d.doJSON(ctx, "GET", "/v1/commands", nil, 200, &list)
 	if len(list.Commands) != 2 || list.Commands[0].CommandID != a.CommandID || list.Commands[1].CommandID != b.CommandID {
 		t.Fatalf("list after the 429: %+v, want the two sleeps oldest first", list.Commands)
