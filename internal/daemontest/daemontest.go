@@ -468,12 +468,17 @@ func (d *Daemon) noteGroups() {
 func (d *Daemon) leaks() []error {
 	var errs []error
 	log := d.Log()
-	switch {
-	case strings.Contains(log, "WARNING: DATA RACE"):
-		errs = append(errs, errors.New("the daemon reported a data race"))
-	case strings.Contains(log, "handler panic"), strings.Contains(log, "\npanic:"), strings.HasPrefix(log, "panic:"),
-		strings.Contains(log, "fatal error:"):
-		errs = append(errs, errors.New("the daemon panicked"))
+	for _, bad := range []struct{ mark, what string }{
+		{"WARNING: DATA RACE", "reported a data race"},
+		{"panic:", "panicked"},
+		{`"msg":"handler panic"`, "recovered a handler panic"},
+		{"fatal error:", "crashed"},
+	} {
+		if i := strings.Index(log, bad.mark); i >= 0 {
+			report := strings.SplitN(log[i:], "\n", 120)
+			errs = append(errs, fmt.Errorf("the daemon %s:\n%s", bad.what, strings.Join(report[:min(len(report), 119)], "\n")))
+			break
+		}
 	}
 	d.mu.Lock()
 	groups := make([]int, 0, len(d.groups))
