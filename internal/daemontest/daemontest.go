@@ -157,7 +157,10 @@ type Daemon struct {
 	groups  map[int]bool // process groups seen led by children of PID
 }
 
-const tailLines = 200
+const (
+	tailLines = 200
+	logGrace  = 2 * time.Second // how long the log is read after the exit
+)
 
 // Start starts the daemon and waits for its listening line.
 func Start(ctx context.Context, o Options) (*Daemon, error) {
@@ -179,7 +182,8 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 	if err := os.MkdirAll(o.BaseDir, 0o755); err != nil {
 		return nil, err
 	}
-	logf, err := os.Create(o.LogPath)
+	// O_APPEND: the daemon's stdout and this process write the same file.
+	logf, err := os.OpenFile(o.LogPath, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, err
 	}
@@ -206,8 +210,11 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 	cmd.Stderr = w
 	cmd.Stdout = o.Stdout
 	if cmd.Stdout == nil {
-		cmd.Stdout = d.logWriter()
+		cmd.Stdout = logf
 	}
+	// A process the daemon leaked may hold a copy of its stdout: Wait does
+	// not wait for it longer than this.
+	cmd.WaitDelay = logGrace
 	err = cmd.Start()
 	w.Close()
 	if err != nil {
@@ -220,9 +227,20 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 	go d.readLog(r, listening)
 	go func() {
 		err := cmd.Wait()
-		<-d.logDone
+		// The rest of the log, unless a process the daemon leaked holds
+		// the pipe open: then the read is cut short.
+		t := time.NewTimer(logGrace)
+		select {
+		case <-d.logDone:
+		case <-t.C:
+			r.Close()
+			<-d.logDone
+		}
+		t.Stop()
 		d.waitErr = err
+		d.mu.Lock()
 		logf.Close()
+		d.mu.Unlock()
 		close(d.exited)
 	}()
 
@@ -271,19 +289,6 @@ func (d *Daemon) findChild(timeout <-chan time.Time) error {
 			return fmt.Errorf("the started process %d has children %v; want the daemon alone", d.Cmd.Process.Pid, kids)
 		}
 	}
-}
-
-// logWriter writes to the log file under the launcher's lock.
-func (d *Daemon) logWriter() io.Writer { return writerFunc(d.writeLog) }
-
-type writerFunc func([]byte) (int, error)
-
-func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
-
-func (d *Daemon) writeLog(p []byte) (int, error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.logFile.Write(p)
 }
 
 // readLog copies stderr to the log file line by line, keeps the tail,

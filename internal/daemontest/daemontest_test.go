@@ -88,3 +88,51 @@ func TestStartFailureShowsLog(t *testing.T) {
 		t.Fatalf("Start with a bad setting: %v; want it refused with the daemon's reason", err)
 	}
 }
+
+// TestLeakChecks: a stand-in daemon that leaves a process group of its own
+// behind and panics on SIGTERM fails Stop's leak checks on both counts, and
+// the leftover group is killed.
+func TestLeakChecks(t *testing.T) {
+	dir := t.TempDir()
+	fake := filepath.Join(dir, "fake-daemon")
+	script := `#!/bin/sh
+setsid sleep 1000 &
+while [ "$(cut -d' ' -f5 /proc/$!/stat)" != "$!" ]; do :; done # until it leads its group
+echo "$!" > "$SANDBOX_BASE_DIR/../leftover"
+sleep 1000 &
+trap 'kill $!; echo "panic: boom" >&2; exit 2' TERM
+echo '{"level":"info","msg":"listening","addr":"127.0.0.1:1"}' >&2
+wait
+`
+	if err := os.WriteFile(fake, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	d, err := Start(context.Background(), Options{Bin: fake, BaseDir: filepath.Join(dir, "base"), CheckLeaks: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "leftover"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var leftover int
+	fmt.Sscan(string(b), &leftover)
+	code, _, err := d.Stop()
+	if code != 2 || err == nil || !strings.Contains(err.Error(), "panicked:\npanic: boom") ||
+		!strings.Contains(err.Error(), fmt.Sprintf("process group %d outlived the daemon", leftover)) {
+		t.Fatalf("Stop: exit %d, %v; want 2 with the panic and group %d reported", code, err, leftover)
+	}
+	if left := groupMembers(leftover); len(left) != 0 {
+		// The SIGKILL was sent; the kernel may take a moment to make it a zombie.
+		ok := false
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+			if len(groupMembers(leftover)) == 0 {
+				ok = true
+				break
+			}
+		}
+		if !ok {
+			t.Errorf("group %d still has %v after the leak check", leftover, left)
+		}
+	}
+}
