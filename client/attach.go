@@ -129,6 +129,12 @@ func (a *Attachment) Next(ctx context.Context) (*wire.Event, error) {
 				return nil, err
 			}
 			conn.Close()
+			a.mu.Lock()
+			closed = a.closed
+			a.mu.Unlock()
+			if closed { // Close ended the read: no dial after it
+				return nil, net.ErrClosed
+			}
 		}
 		// Dial again from the cursor.
 		if conn != nil && !time.Now().Before(deadline) || a.c.retryFor < 0 {

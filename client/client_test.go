@@ -5,9 +5,11 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -471,3 +473,46 @@ func snippet(b []byte, i int) []byte {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// TestAttachCloseDoesNotRedial checks that a Next ended by Close returns
+// net.ErrClosed without dialling the daemon again: each attachment goes
+// through a proxy that counts the connections it accepted.
+func TestAttachCloseDoesNotRedial(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t)
+	ctx := testCtx(t, time.Minute)
+	for i := range 5 {
+		p := newCutProxy(t, strings.TrimPrefix(d.url, "http://"), 1<<30, uint64(i), slices.Repeat([]cutLimits{{-1, -1}}, 8)...) // no cuts
+		c := newClient(t, p.url(), Options{})
+		st, err := c.Start(ctx, wire.CreateRequest{Argv: []string{"sh", "-c", "echo ready; exec sleep 300"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, err := c.Attach(ctx, st.CommandID, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		before := p.accepted.Load()
+		first := make(chan error, 1)
+		ended := make(chan error, 1)
+		go func() {
+			_, err := a.Next(ctx)
+			first <- err
+			_, err = a.Next(ctx) // blocks until Close
+			ended <- err
+		}()
+		if err := <-first; err != nil {
+			t.Fatal(err)
+		}
+		a.Close()
+		if err := <-ended; !errors.Is(err, net.ErrClosed) {
+			t.Fatalf("Next after Close: %v; want net.ErrClosed", err)
+		}
+		if n := p.accepted.Load(); n != before {
+			t.Fatalf("attachment %d: the proxy accepted %d connections after the attach; want none (Close re-dialled)", i, n-before)
+		}
+		if _, err := c.Kill(ctx, st.CommandID); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

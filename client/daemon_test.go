@@ -6,21 +6,17 @@ package client
 // on helperEnv), so their output is known exactly.
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/sandbox-runtime/sandbox-runtime/internal/daemontest"
 	"github.com/sandbox-runtime/sandbox-runtime/wire"
 )
 
@@ -49,12 +45,10 @@ func testMain(m *testing.M) int {
 		daemonBin = bin
 		return m.Run()
 	}
-	daemonBin = filepath.Join(dir, "sandbox-runtime")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	build := exec.CommandContext(ctx, "go", "build", "-o", daemonBin, "-ldflags", "-X main.version=client-test", "../cmd/sandbox-runtime")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
+	daemonBin, err = daemontest.Build(ctx, daemontest.BuildOptions{Dir: dir, Version: "client-test", Race: daemontest.RaceEnabled})
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "client test: building the daemon:", err)
 		return 1
 	}
@@ -134,69 +128,25 @@ func writePattern(stdout, stderr io.Writer, seed uint64, nout, nerr int) {
 }
 
 type daemon struct {
+	*daemontest.Daemon
 	url  string
 	base string
-	cmd  *exec.Cmd
-	done chan struct{}
 }
 
-// startDaemon starts the daemon with env (KEY=VALUE) on top of the test's
-// environment without any SANDBOX_ variable, and stops it (SIGTERM, then
-// SIGKILL) when the test ends.
+// startDaemon starts the daemon with env (KEY=VALUE) through the shared
+// launcher (the test's environment without any SANDBOX_ variable), and
+// stops it (SIGTERM, then SIGKILL) when the test ends.
 func startDaemon(t testing.TB, env ...string) *daemon {
 	t.Helper()
-	d := &daemon{base: t.TempDir(), done: make(chan struct{})}
-	var full []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "SANDBOX_") {
-			full = append(full, kv)
-		}
-	}
-	full = append(full, "SANDBOX_RUNTIME_ADDR=127.0.0.1:0", "SANDBOX_BASE_DIR="+d.base, "SANDBOX_LOG_LEVEL=info")
-	d.cmd = exec.Command(daemonBin)
-	d.cmd.Env = append(full, env...)
-	d.cmd.Dir = d.base
-	stderr, err := d.cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := d.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	addr := make(chan string, 1)
-	var logs strings.Builder
-	go func() {
-		defer close(d.done)
-		sc := bufio.NewScanner(stderr)
-		sc.Buffer(nil, 1<<20)
-		for sc.Scan() {
-			var m map[string]any
-			if json.Unmarshal(sc.Bytes(), &m) == nil && m["msg"] == "listening" {
-				addr <- fmt.Sprint(m["addr"])
-			}
-			if logs.Len() < 64<<10 {
-				logs.WriteString(sc.Text() + "\n")
-			}
-		}
-		d.cmd.Wait()
-	}()
-	t.Cleanup(func() {
-		d.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-d.done:
-		case <-time.After(30 * time.Second):
-			d.cmd.Process.Kill()
-			<-d.done
-		}
+	d := &daemon{base: t.TempDir()}
+	d.Daemon = daemontest.StartT(t, daemontest.Options{
+		Bin:        daemonBin,
+		BaseDir:    d.base,
+		LogPath:    filepath.Join(t.TempDir(), "daemon.log"),
+		Env:        env,
+		CheckLeaks: true,
 	})
-	select {
-	case a := <-addr:
-		d.url = "http://" + a
-	case <-d.done:
-		t.Fatalf("the daemon exited before listening:\n%s", logs.String())
-	case <-time.After(60 * time.Second):
-		t.Fatal("the daemon did not log \"listening\" within 60 s")
-	}
+	d.url = d.URL
 	return d
 }
 

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+	"github.com/sandbox-runtime/sandbox-runtime/wire"
 )
 
 // dropConn closes c abruptly: with a reset (SO_LINGER 0) or a plain FIN.
@@ -44,12 +45,10 @@ func (f *feeder) feed(line string) error {
 	if code != http.StatusAccepted {
 		return fmt.Errorf("stdin: %d %s", code, data)
 	}
-	var r struct {
-		Queued int `json:"queued_bytes"`
-	}
+	var r wire.StdinResponse
 	json.Unmarshal(data, &r)
-	if r.Queued != len(line) {
-		return fmt.Errorf("stdin: queued %d of %d bytes", r.Queued, len(line))
+	if r.QueuedBytes != len(line) {
+		return fmt.Errorf("stdin: queued %d of %d bytes", r.QueuedBytes, len(line))
 	}
 	f.mu.Lock()
 	f.sent.WriteString(line)

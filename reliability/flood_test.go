@@ -76,12 +76,12 @@ type streamAccount struct {
 func (a *streamAccount) add(e event, check func(cursor int64, data string) error) error {
 	a.events++
 	a.last = e
-	if e.NextCursor == nil {
+	if !e.hasNext {
 		return fmt.Errorf("%s event without next_cursor", e.Type)
 	}
 	switch e.Type {
 	case "gap":
-		if e.Cursor == nil || *e.Cursor != a.next || e.DroppedBytes == nil || *e.Cursor+*e.DroppedBytes != *e.NextCursor {
+		if e.Cursor == nil || *e.Cursor != a.next || e.DroppedBytes == nil || *e.Cursor+*e.DroppedBytes != e.NextCursor {
 			return fmt.Errorf("gap %+v at %d", e, a.next)
 		}
 		a.gaps++
@@ -98,8 +98,8 @@ func (a *streamAccount) add(e event, check func(cursor int64, data string) error
 			}
 			data = string(b)
 		}
-		if *e.NextCursor != *e.Cursor+int64(len(data)) {
-			return fmt.Errorf("output of %d bytes at %d has next_cursor %d", len(data), *e.Cursor, *e.NextCursor)
+		if e.NextCursor != *e.Cursor+int64(len(data)) {
+			return fmt.Errorf("output of %d bytes at %d has next_cursor %d", len(data), *e.Cursor, e.NextCursor)
 		}
 		if check != nil {
 			if err := check(*e.Cursor, data); err != nil {
@@ -108,13 +108,13 @@ func (a *streamAccount) add(e event, check func(cursor int64, data string) error
 		}
 		a.received += int64(len(data))
 	case "exit", "end", "heartbeat":
-		if *e.NextCursor != a.next {
-			return fmt.Errorf("%s with next_cursor %d; want %d", e.Type, *e.NextCursor, a.next)
+		if e.NextCursor != a.next {
+			return fmt.Errorf("%s with next_cursor %d; want %d", e.Type, e.NextCursor, a.next)
 		}
 	default:
 		return fmt.Errorf("unknown event %q", e.Type)
 	}
-	a.next = *e.NextCursor
+	a.next = e.NextCursor
 	return nil
 }
 
@@ -243,7 +243,7 @@ func TestFlood(t *testing.T) {
 		w.finish()
 		m1 := d.mustMetrics()
 		checkWriter(t, "no-reader", fa, w, baseline)
-		if fa.State != "timed_out" || !fa.Truncated || fa.StderrBytes != 0 {
+		if fa.State != "timed_out" || !fa.OutputTruncated || fa.StderrBytes != 0 {
 			t.Errorf("flood A: %+v; want timed_out, truncated, no stderr", fa)
 		}
 		if fa.NextCursor != fa.StdoutBytes || fa.NextCursor-fa.RetainedFrom != 1<<20 {
@@ -355,7 +355,7 @@ func TestFlood(t *testing.T) {
 			if reader.last.Type != "exit" || reader.received+reader.dropped != fb.StdoutBytes {
 				t.Errorf("flood B reader: last %q, received %d + dropped %d != %d", reader.last.Type, reader.received, reader.dropped, fb.StdoutBytes)
 			}
-			if fb.State != "timed_out" || !fb.Truncated {
+			if fb.State != "timed_out" || !fb.OutputTruncated {
 				t.Errorf("flood B: %+v", fb)
 			}
 			over := checkRSS(t, phase, idle, rss)
@@ -383,8 +383,8 @@ func TestFlood(t *testing.T) {
 		fc := d.mustWaitFinished(c.CommandID, 120*time.Second)
 		durC := fc.FinishedAt.Sub(*fc.StartedAt)
 		figure(t, "flood exact-totals: stdout %d/%d stderr %d/%d bytes in %v (%.0f MiB/s); truncated %v",
-			fc.StdoutBytes, nOut, fc.StderrBytes, nErr, durC.Round(time.Millisecond), float64(nOut+nErr)/durC.Seconds()/(1<<20), fc.Truncated)
-		if fc.State != "exited" || fc.exitCode() != 0 || fc.StdoutBytes != nOut || fc.StderrBytes != nErr || !fc.Truncated ||
+			fc.StdoutBytes, nOut, fc.StderrBytes, nErr, durC.Round(time.Millisecond), float64(nOut+nErr)/durC.Seconds()/(1<<20), fc.OutputTruncated)
+		if fc.State != "exited" || fc.exitCode() != 0 || fc.StdoutBytes != nOut || fc.StderrBytes != nErr || !fc.OutputTruncated ||
 			fc.NextCursor != nOut+nErr || fc.NextCursor-fc.RetainedFrom != 1<<20 {
 			t.Errorf("flood C: %+v; want exited 0 with exactly %d + %d bytes, truncated, 1 MiB retained", fc, nOut, nErr)
 		}

@@ -15,23 +15,26 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sandbox-runtime/sandbox-runtime/internal/daemontest"
+	"github.com/sandbox-runtime/sandbox-runtime/wire"
 )
 
 // binPath is the daemon built once by TestMain.
 var binPath string
 
-// raceDaemon is set by RELIABILITY_RACE=1: the daemon is built with -race,
-// which multiplies its memory and slows it, so RSS and throughput bounds
-// are logged but not asserted.
-var raceDaemon = os.Getenv("RELIABILITY_RACE") == "1"
+// raceDaemon is set by RELIABILITY_RACE=1, or when the suite itself runs
+// under the race detector: the daemon is built with -race, which
+// multiplies its memory and slows it, so RSS and throughput bounds are
+// logged but not asserted.
+var raceDaemon = os.Getenv("RELIABILITY_RACE") == "1" || daemontest.RaceEnabled
 
 func TestMain(m *testing.M) {
 	flag.Parse()
@@ -40,16 +43,8 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "reliability:", err)
 		os.Exit(2)
 	}
-	binPath = filepath.Join(dir, "sandbox-runtime")
-	args := []string{"build", "-o", binPath}
-	if raceDaemon {
-		args = append(args, "-race")
-	}
-	args = append(args, "./cmd/sandbox-runtime")
-	build := exec.Command("go", args...)
-	build.Dir = ".." // the module root
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
+	binPath, err = daemontest.Build(context.Background(), daemontest.BuildOptions{Dir: dir, Version: "reliability", Race: raceDaemon})
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "reliability: building the daemon:", err)
 		os.RemoveAll(dir)
 		os.Exit(2)
@@ -129,20 +124,17 @@ func poll(timeout, interval time.Duration, cond func() (bool, string)) (bool, st
 
 // ---------------------------------------------------------------- the daemon
 
-// daemon is one sandbox-runtime process started by a test.
+// daemon is one sandbox-runtime process started by a test, through the
+// shared launcher (internal/daemontest).
 type daemon struct {
 	t      testing.TB
-	cmd    *exec.Cmd
+	d      *daemontest.Daemon
 	pid    int    // host pid of the daemon itself (under unshare: unshare's child)
 	addr   string // 127.0.0.1:port
 	url    string // http://addr
 	base   string // SANDBOX_BASE_DIR
 	logs   *logWatch
 	client *http.Client
-
-	exited  chan struct{} // closed once cmd.Wait returned
-	waitErr error         // valid after exited
-	stopped bool
 }
 
 type daemonConfig struct {
@@ -155,83 +147,48 @@ type daemonConfig struct {
 	prefix []string
 }
 
-// startDaemon starts the daemon on 127.0.0.1:0 and waits for its
-// "listening" log line. The daemon is stopped (SIGTERM, then SIGKILL after
-// 30 s) when the test ends, if the test did not stop it.
+// startDaemon starts the daemon on 127.0.0.1:0 (the caller's SANDBOX_*
+// variables stripped, log level info) and waits for its "listening" log
+// line. The daemon is stopped (SIGTERM, then SIGKILL after 30 s) when the
+// test ends, if the test did not stop it.
 func startDaemon(t testing.TB, cfg daemonConfig) *daemon {
 	t.Helper()
-	env := map[string]string{
-		"SANDBOX_RUNTIME_ADDR": "127.0.0.1:0",
-		"SANDBOX_LOG_LEVEL":    "info",
+	base := cfg.env["SANDBOX_BASE_DIR"]
+	if base == "" {
+		base = t.TempDir()
 	}
+	var env []string
 	for k, v := range cfg.env {
-		env[k] = v
-	}
-	if env["SANDBOX_BASE_DIR"] == "" {
-		env["SANDBOX_BASE_DIR"] = t.TempDir()
-	}
-	var cmd *exec.Cmd
-	if cfg.pidNS && cfg.pidMax > 0 {
-		cmd = exec.Command("unshare", "--pid", "--fork", "--mount-proc", "sh", "-c",
-			fmt.Sprintf(`echo %d > /proc/sys/kernel/pid_max && exec "$0"`, cfg.pidMax), binPath)
-	} else if cfg.pidNS {
-		cmd = exec.Command("unshare", "--pid", "--fork", "--mount-proc", binPath)
-	} else {
-		cmd = exec.Command(binPath)
-	}
-	if len(cfg.prefix) > 0 {
-		cmd = exec.Command(cfg.prefix[0], append(cfg.prefix[1:], cmd.Args...)...)
-	}
-	cmd.Env = os.Environ()
-	for k, v := range env {
-		cmd.Env = append(cmd.Env, k+"="+v)
-	}
-	cmd.Dir = env["SANDBOX_BASE_DIR"]
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	d := &daemon{
-		t:      t,
-		cmd:    cmd,
-		base:   env["SANDBOX_BASE_DIR"],
-		logs:   newLogWatch(),
-		exited: make(chan struct{}),
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("starting the daemon: %v", err)
-	}
-	go d.logs.consume(stderr)
-	go func() {
-		d.waitErr = cmd.Wait()
-		close(d.exited)
-	}()
-	t.Cleanup(d.cleanup)
-
-	select {
-	case addr := <-d.logs.listening:
-		d.addr = addr
-	case <-d.exited:
-		t.Fatalf("the daemon exited before listening: %v\n%s", d.waitErr, d.logs.tailText())
-	case <-time.After(20 * time.Second):
-		t.Fatalf("no listening line within 20 s\n%s", d.logs.tailText())
-	}
-	d.url = "http://" + d.addr
-	d.pid = cmd.Process.Pid
-	if cfg.pidNS {
-		// The daemon is unshare's only child; find its host pid.
-		ok, msg := poll(5*time.Second, 10*time.Millisecond, func() (bool, string) {
-			kids := childrenOf(cmd.Process.Pid)
-			if len(kids) == 1 {
-				d.pid = kids[0]
-				return true, ""
-			}
-			return false, fmt.Sprintf("unshare has children %v", kids)
-		})
-		if !ok {
-			t.Fatal(msg)
+		if k != "SANDBOX_BASE_DIR" {
+			env = append(env, k+"="+v)
 		}
 	}
+	slices.Sort(env)
+	var prefix []string
+	if cfg.pidNS && cfg.pidMax > 0 {
+		prefix = []string{"unshare", "--pid", "--fork", "--mount-proc", "sh", "-c",
+			fmt.Sprintf(`echo %d > /proc/sys/kernel/pid_max && exec "$0"`, cfg.pidMax)}
+	} else if cfg.pidNS {
+		prefix = []string{"unshare", "--pid", "--fork", "--mount-proc"}
+	}
+	prefix = append(slices.Clone(cfg.prefix), prefix...)
+	d := &daemon{t: t, base: base, logs: newLogWatch()}
+	dm, err := daemontest.Start(context.Background(), daemontest.Options{
+		Bin:           binPath,
+		BaseDir:       base,
+		LogPath:       filepath.Join(t.TempDir(), "daemon.log"),
+		Env:           env,
+		OnLine:        d.logs.add,
+		Prefix:        prefix,
+		ChildIsDaemon: cfg.pidNS,
+		StartTimeout:  20 * time.Second,
+		StopTimeout:   30 * time.Second,
+	})
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	d.d, d.pid, d.addr, d.url = dm, dm.PID, dm.Addr, dm.URL
+	t.Cleanup(d.cleanup)
 	d.client = &http.Client{Transport: &http.Transport{
 		MaxIdleConns:        256,
 		MaxIdleConnsPerHost: 256,
@@ -242,31 +199,22 @@ func startDaemon(t testing.TB, cfg daemonConfig) *daemon {
 }
 
 // alive reports whether the daemon process is still running.
-func (d *daemon) alive() bool {
-	select {
-	case <-d.exited:
-		return false
-	default:
-		return true
+func (d *daemon) alive() bool { return d.d.Alive() }
+
+// exitErr says how the daemon ended, without waiting.
+func (d *daemon) exitErr() any {
+	if d.alive() {
+		return "still running"
 	}
+	return d.d.WaitErr()
 }
 
 // stop sends SIGTERM and waits (at most budget) for the process to exit. It
-// returns the exit code and the time from the signal to the exit.
+// returns the exit code and the time from the signal to the exit; a daemon
+// that misses the budget is killed (with its commands' process groups).
 func (d *daemon) stop(budget time.Duration) (code int, took time.Duration, err error) {
-	d.stopped = true
 	d.closeIdle()
-	start := time.Now()
-	if err := syscall.Kill(d.pid, syscall.SIGTERM); err != nil && d.alive() {
-		return -1, 0, fmt.Errorf("SIGTERM %d: %w", d.pid, err)
-	}
-	select {
-	case <-d.exited:
-	case <-time.After(budget):
-		return -1, time.Since(start), fmt.Errorf("the daemon did not exit within %v", budget)
-	}
-	took = time.Since(start)
-	return d.cmd.ProcessState.ExitCode(), took, nil
+	return d.d.StopWithin(budget)
 }
 
 func (d *daemon) cleanup() {
@@ -277,27 +225,11 @@ func (d *daemon) cleanup() {
 	if !d.alive() {
 		return
 	}
-	kids := childrenOf(d.pid)
-	if d.stopped {
-		// A test already asked it to stop; give it the rest of its budget.
-		select {
-		case <-d.exited:
-			return
-		case <-time.After(30 * time.Second):
-		}
-	} else if _, _, err := d.stop(30 * time.Second); err == nil {
-		return
-	}
-	// Last resort: SIGKILL the daemon, and the process groups it started
-	// (every managed command leads its own group), so nothing outlives us.
-	d.t.Logf("cleanup: the daemon did not stop; SIGKILL %d and groups %v", d.pid, kids)
-	syscall.Kill(d.pid, syscall.SIGKILL)
-	for _, k := range kids {
-		syscall.Kill(-k, syscall.SIGKILL)
-	}
-	select {
-	case <-d.exited:
-	case <-time.After(10 * time.Second):
+	// A test that already asked it to stop gives it the rest of its budget;
+	// a daemon that misses it is SIGKILLed with the process groups it
+	// started (every managed command leads its own), so nothing outlives us.
+	if _, _, err := d.d.StopWithin(30 * time.Second); err != nil {
+		d.t.Logf("cleanup: %v", err)
 	}
 }
 
@@ -360,25 +292,9 @@ func (d *daemon) mustCall(method, path string, in any) (int, []byte) {
 	return code, data
 }
 
-// cmdStatus is the status object of protocol.md §2.
-type cmdStatus struct {
-	CommandID    string     `json:"command_id"`
-	Argv         []string   `json:"argv"`
-	State        string     `json:"state"`
-	PID          int        `json:"pid"`
-	ExitCode     *int       `json:"exit_code"`
-	Signal       *string    `json:"signal"`
-	Stdin        bool       `json:"stdin"`
-	StdinClosed  bool       `json:"stdin_closed"`
-	CreatedAt    time.Time  `json:"created_at"`
-	StartedAt    *time.Time `json:"started_at"`
-	FinishedAt   *time.Time `json:"finished_at"`
-	StdoutBytes  int64      `json:"stdout_bytes"`
-	StderrBytes  int64      `json:"stderr_bytes"`
-	RetainedFrom int64      `json:"retained_from"`
-	NextCursor   int64      `json:"next_cursor"`
-	Truncated    bool       `json:"output_truncated"`
-}
+// cmdStatus is the status object of protocol.md §2 (the wire type, with
+// the suite's helpers).
+type cmdStatus struct{ wire.Status }
 
 func (s cmdStatus) exitCode() int {
 	if s.ExitCode == nil {
@@ -388,13 +304,7 @@ func (s cmdStatus) exitCode() int {
 }
 
 // apiError is the v1 error body.
-type apiError struct {
-	Error struct {
-		Code    string `json:"code"`
-		Message string `json:"message"`
-		Reason  string `json:"reason"`
-	} `json:"error"`
-}
+type apiError = wire.ErrorBody
 
 func errorCode(body []byte) string {
 	var e apiError
@@ -402,17 +312,23 @@ func errorCode(body []byte) string {
 	return e.Error.Code
 }
 
-// event is one line of the event stream (protocol.md §4).
+// event is one line of the event stream (protocol.md §4): the wire event,
+// and whether the line had a next_cursor at all.
 type event struct {
-	Type         string     `json:"type"`
-	Stream       string     `json:"stream"`
-	Cursor       *int64     `json:"cursor"`
-	Data         string     `json:"data"`
-	Encoding     string     `json:"encoding"`
-	DroppedBytes *int64     `json:"dropped_bytes"`
-	Reason       string     `json:"reason"`
-	Status       *cmdStatus `json:"status"`
-	NextCursor   *int64     `json:"next_cursor"`
+	wire.Event
+	hasNext bool
+}
+
+func (e *event) UnmarshalJSON(b []byte) error {
+	var present struct {
+		NextCursor *int64 `json:"next_cursor"`
+	}
+	if err := json.Unmarshal(b, &e.Event); err != nil {
+		return err
+	}
+	json.Unmarshal(b, &present)
+	e.hasNext = present.NextCursor != nil
+	return nil
 }
 
 // create starts a command and returns its status; any answer but 201 is an error.
@@ -656,22 +572,7 @@ func fdCount(pid int) int {
 }
 
 // childrenOf lists the children of every thread of pid.
-func childrenOf(pid int) []int {
-	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
-	var out []int
-	for _, f := range tasks {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			continue
-		}
-		for _, s := range strings.Fields(string(data)) {
-			if n, err := strconv.Atoi(s); err == nil {
-				out = append(out, n)
-			}
-		}
-	}
-	return out
-}
+func childrenOf(pid int) []int { return daemontest.Children(pid) }
 
 // procInfo is what /proc/PID/stat says about one process.
 type procInfo struct {
@@ -815,12 +716,10 @@ func (d *daemon) baseline() resources {
 
 // ---------------------------------------------------------------- logs
 
-// logWatch consumes the daemon's stderr: it finds the listening address,
+// logWatch sees the daemon's stderr line by line (the launcher's OnLine): it
 // keeps a tail for failure messages, and collects lines that show a bug
 // (error level, panics, crashes) and net/http's own complaints.
 type logWatch struct {
-	listening chan string
-
 	mu       sync.Mutex
 	tail     []string
 	bad      []string
@@ -832,31 +731,7 @@ type logWatch struct {
 	lines    int
 }
 
-func newLogWatch() *logWatch { return &logWatch{listening: make(chan string, 1)} }
-
-func (w *logWatch) consume(r io.Reader) {
-	br := bufio.NewReaderSize(r, 64<<10)
-	found := false
-	for {
-		line, err := br.ReadString('\n')
-		if line != "" {
-			line = strings.TrimRight(line, "\n")
-			if !found && strings.Contains(line, `"msg":"listening"`) {
-				var l struct {
-					Addr string `json:"addr"`
-				}
-				if json.Unmarshal([]byte(line), &l) == nil && l.Addr != "" {
-					found = true
-					w.listening <- l.Addr
-				}
-			}
-			w.add(line)
-		}
-		if err != nil {
-			return
-		}
-	}
-}
+func newLogWatch() *logWatch { return &logWatch{} }
 
 func (w *logWatch) add(line string) {
 	w.mu.Lock()

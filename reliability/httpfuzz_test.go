@@ -28,6 +28,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/sandbox-runtime/sandbox-runtime/shlex"
+	"github.com/sandbox-runtime/sandbox-runtime/wire"
 )
 
 // The HTTP fuzzer sends random and mutated requests to the real daemon over
@@ -884,13 +885,8 @@ func fuzzWebSocketFrames(t *testing.T, f *fuzzer, r *rand.Rand, sessions int) {
 					}
 					return
 				}
-				var e struct {
-					Type  string `json:"type"`
-					Error struct {
-						Code string `json:"code"`
-					} `json:"error"`
-				}
-				if json.Unmarshal(data, &e) == nil && e.Type == "error" {
+				var e wire.Event
+				if json.Unmarshal(data, &e) == nil && e.Type == wire.EventError && e.Error != nil {
 					errorEvents++
 					codes[e.Error.Code]++
 				}

@@ -17,18 +17,12 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sandbox-runtime/sandbox-runtime/wire"
 )
 
 // isolationInfo is the isolation object of /v1/info.
-type isolationInfo struct {
-	Mode            string   `json:"mode"`
-	Reason          string   `json:"reason"`
-	Cgroup          *string  `json:"cgroup"`
-	Controllers     []string `json:"controllers"`
-	CommandsPidsMax *int64   `json:"commands_pids_max"`
-	ReservedThreads int      `json:"reserved_threads"`
-	PidfdSignals    bool     `json:"pidfd_signals"`
-}
+type isolationInfo = wire.Isolation
 
 // isolation returns the isolation object of /v1/info; a missing one fails
 // the test (not at once) and reads as the zero value.
@@ -36,7 +30,7 @@ func (d *daemon) isolation() isolationInfo {
 	d.t.Helper()
 	code, body := d.mustCall("GET", "/v1/info", nil)
 	var info struct {
-		Isolation *isolationInfo `json:"isolation"`
+		Isolation *isolationInfo `json:"isolation"` // a pointer, to tell a missing object
 	}
 	if err := json.Unmarshal(body, &info); code != http.StatusOK || err != nil || info.Isolation == nil {
 		d.t.Errorf("/v1/info: %d %s; want 200 with an isolation object", code, body)
@@ -314,7 +308,7 @@ func TestOOMKilledReported(t *testing.T) {
 		if d.alive() {
 			d.stop(30 * time.Second)
 		}
-		<-d.exited
+		<-d.d.Exited()
 		if err := os.Remove(dir); err != nil {
 			t.Errorf("removing %s: %v", dir, err)
 		}

@@ -196,7 +196,7 @@ func expectGone(t *testing.T, d *daemon, id, reason string) {
 func expectState(t *testing.T, d *daemon, id, state string) {
 	t.Helper()
 	code, st, err := d.status(id, 0)
-	if err != nil || code != http.StatusOK || st.State != state {
+	if err != nil || code != http.StatusOK || string(st.State) != state {
 		t.Errorf("GET %s: %d state %q err %v; want 200 %s", id, code, st.State, err, state)
 	}
 }

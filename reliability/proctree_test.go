@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sandbox-runtime/sandbox-runtime/wire"
 )
 
 // treeScript builds a process tree of depth 3 and width 5 (1 + 5 + 25
@@ -38,7 +40,7 @@ func TestProcessTrees(t *testing.T) {
 		name       string
 		ignoreTerm bool
 		timeout    float64 // 0: ended by kill
-		wantState  string
+		wantState  wire.State
 	}{
 		{"kill", false, 0, "cancelled"},
 		{"kill-ignoring-SIGTERM", true, 0, "cancelled"},

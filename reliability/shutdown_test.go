@@ -78,7 +78,7 @@ func TestShutdownUnderLoad(t *testing.T) {
 				r.lines++
 				r.last = e
 				if e.Type == "exit" && e.Status != nil {
-					r.states[e.Status.State]++
+					r.states[string(e.Status.State)]++
 				}
 				if !signalled {
 					signalled = true

@@ -79,7 +79,7 @@ func signalsTest(t *testing.T, pid1 bool) {
 		st := d.mustCreate(map[string]any{"argv": []string{"sh", "-c", `kill -s "$0" ` + target + ` 2>&1 || kill -"$0" ` + target, fmt.Sprint(n)}})
 		fin, err := d.waitFinished(st.CommandID, 20*time.Second)
 		if err != nil || !d.alive() {
-			t.Fatalf("kill -%d %s (%s): the daemon is gone: %v %v\n%s", n, target, syscall.Signal(n), err, d.waitErr, d.logs.tailText())
+			t.Fatalf("kill -%d %s (%s): the daemon is gone: %v %v\n%s", n, target, syscall.Signal(n), err, d.exitErr(), d.logs.tailText())
 		}
 		if fin.State != "exited" || fin.exitCode() != 0 {
 			t.Errorf("kill -%d 1: the command ended %s (exit %d)", n, fin.State, fin.exitCode())

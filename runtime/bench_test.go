@@ -201,7 +201,7 @@ func floodOnce(tb testing.TB, m *Manager, d time.Duration) (pumped int64, growth
 	if st.NextCursor != st.StdoutBytes+st.StderrBytes {
 		tb.Fatalf("next_cursor = %d; want stdout+stderr = %d", st.NextCursor, st.StdoutBytes+st.StderrBytes)
 	}
-	if want > int64(m.cfg.OutputLimit) && !st.Truncated {
+	if want > int64(m.cfg.OutputLimit) && !st.OutputTruncated {
 		tb.Fatalf("output_truncated = false after %d bytes into a %d-byte ring", want, m.cfg.OutputLimit)
 	}
 	return want, peak - base, elapsed

@@ -89,21 +89,21 @@ func (c *Command) status(look bool) Status {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	s := Status{
-		CommandID:      c.id,
-		Argv:           c.spec.argv,
-		Cwd:            c.spec.cwd,
-		State:          c.state,
-		Stdin:          c.stdin.enabled,
-		StdinClosed:    c.stdin.closed,
-		TimeoutSeconds: c.spec.timeout.Seconds(),
-		CreatedAt:      utc(c.createdAt),
-		StartedAt:      utcPtr(c.startedAt),
-		FinishedAt:     utcPtr(c.finishedAt),
-		StdoutBytes:    st.StdoutTotal,
-		StderrBytes:    st.StderrTotal,
-		RetainedFrom:   st.Start,
-		NextCursor:     st.End,
-		Truncated:      st.Truncated,
+		CommandID:       c.id,
+		Argv:            c.spec.argv,
+		Cwd:             c.spec.cwd,
+		State:           c.state.Wire(),
+		Stdin:           c.stdin.enabled,
+		StdinClosed:     c.stdin.closed,
+		TimeoutSeconds:  c.spec.timeout.Seconds(),
+		CreatedAt:       utc(c.createdAt),
+		StartedAt:       utcPtr(c.startedAt),
+		FinishedAt:      utcPtr(c.finishedAt),
+		StdoutBytes:     st.StdoutTotal,
+		StderrBytes:     st.StderrTotal,
+		RetainedFrom:    st.Start,
+		NextCursor:      st.End,
+		OutputTruncated: st.Truncated,
 	}
 	if c.proc != nil {
 		s.PID = c.proc.Pid

@@ -306,7 +306,7 @@ func (m *Manager) List(filter *State) []Status {
 			continue
 		}
 		s := c.Status()
-		if filter == nil || s.State == *filter {
+		if filter == nil || s.State == filter.Wire() {
 			out = append(out, s)
 		}
 	}

@@ -23,13 +23,6 @@ type PTYRequest struct {
 	Term       string // TERM unless Envs sets it; "" means DefaultTerm
 }
 
-// PTYStatus is the terminal of a command in its Status.
-type PTYStatus struct {
-	Cols int    `json:"cols"`
-	Rows int    `json:"rows"`
-	Term string `json:"term"`
-}
-
 // ptySpec is a validated PTYRequest.
 type ptySpec struct {
 	cols, rows int

@@ -174,7 +174,7 @@ func TestPTYSignalAndStream(t *testing.T) {
 	if _, err := c.Signal(2); err != nil {
 		t.Fatal(err)
 	}
-	if st := waitDone(t, c); st.State != StateExited || st.Signal == nil || *st.Signal != "SIGINT" {
+	if st := waitDone(t, c); st.State != StateExited.Wire() || st.Signal == nil || *st.Signal != "SIGINT" {
 		t.Errorf("after SIGINT: %s %v; want exited by SIGINT", st.State, st.Signal)
 	}
 }
@@ -212,11 +212,11 @@ func TestPTYConcurrentUse(t *testing.T) {
 	if _, err := c.Resize(77, 33); err != nil {
 		t.Fatal(err)
 	}
-	if st := c.Status(); st.PTY.Cols != 77 || st.PTY.Rows != 33 || st.State != StateRunning {
+	if st := c.Status(); st.PTY.Cols != 77 || st.PTY.Rows != 33 || st.State != StateRunning.Wire() {
 		t.Errorf("after the storm: %s pty %+v; want running 77x33", st.State, st.PTY)
 	}
 	c.WriteStdin(nil, true) // VEOF at the start of a line: read ends the loop
-	if st := waitDone(t, c); st.State != StateExited || *st.ExitCode != 0 {
+	if st := waitDone(t, c); st.State != StateExited.Wire() || *st.ExitCode != 0 {
 		t.Errorf("after eof: %s %v; want exited 0", st.State, *st.ExitCode)
 	}
 }
@@ -256,7 +256,7 @@ func TestPTYShutdownEndsSession(t *testing.T) {
 	if err := m.Shutdown(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if st := c.Status(); st.State != StateTerminated || st.Signal == nil || *st.Signal != "SIGKILL" {
+	if st := c.Status(); st.State != StateTerminated.Wire() || st.Signal == nil || *st.Signal != "SIGKILL" {
 		t.Errorf("after shutdown: %s %v; want terminated by SIGKILL", st.State, st.Signal)
 	}
 	deadline := time.Now().Add(10 * time.Second)
@@ -314,8 +314,8 @@ func TestPTYLimits(t *testing.T) {
 	for i := 0; i < 2000; i++ {
 		want += int64(len("line-"+strconv.Itoa(i)) + 2)
 	}
-	if !st.Truncated || st.PTYBytes != want || st.RetainedFrom != want-4096 {
-		t.Errorf("truncated %v pty_bytes %d retained_from %d; want true, %d, %d", st.Truncated, st.PTYBytes, st.RetainedFrom, want, want-4096)
+	if !st.OutputTruncated || st.PTYBytes != want || st.RetainedFrom != want-4096 {
+		t.Errorf("truncated %v pty_bytes %d retained_from %d; want true, %d, %d", st.OutputTruncated, st.PTYBytes, st.RetainedFrom, want, want-4096)
 	}
 	res, err := c.Read(0, 1<<20, nil, nil)
 	if err != nil || !res.Gap || res.GapFrom != want-4096 {
@@ -344,7 +344,7 @@ func TestPTYKillWithBlockedInput(t *testing.T) {
 		}
 	}
 	st, err := c.Kill(context.Background())
-	if err != nil || st.State != StateCancelled {
+	if err != nil || st.State != StateCancelled.Wire() {
 		t.Fatalf("kill: %s %v; want cancelled", st.State, err)
 	}
 	deadline := time.Now().Add(10 * time.Second)

@@ -129,7 +129,7 @@ func TestExitStates(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			c := mustCreate(t, m, helper(tc.helper, tc.arg))
 			st := waitDone(t, c)
-			if st.State != StateExited || st.ExitCode == nil || *st.ExitCode != tc.code || st.Signal != nil {
+			if st.State != StateExited.Wire() || st.ExitCode == nil || *st.ExitCode != tc.code || st.Signal != nil {
 				t.Fatalf("got state %s code %v signal %v; want exited %d", st.State, deref(st.ExitCode), st.Signal, tc.code)
 			}
 			if st.FinishedAt == nil || st.ExpiresAt == nil || st.Resources == nil || st.StartedAt == nil {
@@ -145,7 +145,7 @@ func TestExitStates(t *testing.T) {
 		readLine(t, c)
 		syscall.Kill(c.Status().PID, syscall.SIGHUP)
 		st := waitDone(t, c)
-		if st.State != StateExited || deref(st.ExitCode) != -int(syscall.SIGHUP) || st.Signal == nil || *st.Signal != "SIGHUP" {
+		if st.State != StateExited.Wire() || deref(st.ExitCode) != -int(syscall.SIGHUP) || st.Signal == nil || *st.Signal != "SIGHUP" {
 			t.Fatalf("got %s %d %v; want exited -1 SIGHUP", st.State, deref(st.ExitCode), st.Signal)
 		}
 	})
@@ -174,7 +174,7 @@ func TestOutputOrderAndTotals(t *testing.T) {
 			se += int64(len(r.Data))
 		}
 	}
-	if so != st.StdoutBytes || se != st.StderrBytes || st.NextCursor != so+se || st.Truncated {
+	if so != st.StdoutBytes || se != st.StderrBytes || st.NextCursor != so+se || st.OutputTruncated {
 		t.Fatalf("totals: got stdout %d stderr %d next %d; status %+v", so, se, st.NextCursor, st)
 	}
 	out, errOut := output(t, c)
@@ -301,7 +301,7 @@ func TestTimeoutEndsCommand(t *testing.T) {
 		r.Timeout = &to
 		c := mustCreate(t, m, r)
 		st := waitDone(t, c)
-		if st.State != StateTimedOut || deref(st.ExitCode) != -15 || *st.Signal != "SIGTERM" {
+		if st.State != StateTimedOut.Wire() || deref(st.ExitCode) != -15 || *st.Signal != "SIGTERM" {
 			t.Fatalf("got %s %d; want timed_out -15", st.State, deref(st.ExitCode))
 		}
 		if _, err := os.Stat(marker); err != nil {
@@ -324,7 +324,7 @@ func TestKillIgnoringSigtermAndIdempotent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.State != StateCancelled || deref(st.ExitCode) != -9 || *st.Signal != "SIGKILL" {
+	if st.State != StateCancelled.Wire() || deref(st.ExitCode) != -9 || *st.Signal != "SIGKILL" {
 		t.Fatalf("got %s %d; want cancelled -9 SIGKILL", st.State, deref(st.ExitCode))
 	}
 	again, err := c.Kill(context.Background())
@@ -344,7 +344,7 @@ func TestKillReachesGrandchild(t *testing.T) {
 		t.Fatalf("grandchild %d not alive before kill: %v", gpid, err)
 	}
 	st, _ := c.Kill(context.Background())
-	if st.State != StateCancelled {
+	if st.State != StateCancelled.Wire() {
 		t.Fatalf("state %s; want cancelled", st.State)
 	}
 	// The grandchild ignores SIGTERM, so only the group SIGKILL can end it; it is
@@ -363,11 +363,11 @@ func TestSignal(t *testing.T) {
 	c := mustCreate(t, m, helper("hang", ""))
 	readLine(t, c)
 	st, err := c.Signal(syscall.SIGINT)
-	if err != nil || st.State != StateRunning && st.State != StateExited {
+	if err != nil || st.State != StateRunning.Wire() && st.State != StateExited.Wire() {
 		t.Fatalf("Signal: %v %s", err, st.State)
 	}
 	st = waitDone(t, c)
-	if st.State != StateExited || *st.Signal != "SIGINT" {
+	if st.State != StateExited.Wire() || *st.Signal != "SIGINT" {
 		t.Fatalf("got %s %v; want exited by SIGINT", st.State, st.Signal)
 	}
 	if _, err := c.Signal(syscall.SIGINT); !errors.Is(err, ErrFinished) {
@@ -420,7 +420,7 @@ func TestStdin(t *testing.T) {
 		t.Fatalf("write after eof: %v; want ErrStdinClosed", err)
 	}
 	st := waitDone(t, c)
-	if st.State != StateExited || deref(st.ExitCode) != 0 {
+	if st.State != StateExited.Wire() || deref(st.ExitCode) != 0 {
 		t.Fatalf("got %s %d", st.State, deref(st.ExitCode))
 	}
 	if out, _ := output(t, c); out != want.String() {
@@ -448,7 +448,7 @@ func TestStdinToChildThatNeverReads(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if st, err := c.Kill(context.Background()); err != nil || st.State != StateCancelled {
+	if st, err := c.Kill(context.Background()); err != nil || st.State != StateCancelled.Wire() {
 		t.Fatalf("kill with a blocked stdin writer: %v %s", err, st.State)
 	}
 }
@@ -572,16 +572,16 @@ func TestWaitNeverKills(t *testing.T) {
 	m := newManager(t, nil)
 	c := mustCreate(t, m, helper("hang", ""))
 	st := c.Wait(context.Background(), 50*time.Millisecond)
-	if st.State != StateRunning {
+	if st.State != StateRunning.Wire() {
 		t.Fatalf("after wait: %s; want running", st.State)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if st := c.Wait(ctx, time.Hour); st.State != StateRunning {
+	if st := c.Wait(ctx, time.Hour); st.State != StateRunning.Wire() {
 		t.Fatalf("after cancelled wait: %s", st.State)
 	}
 	c.Kill(context.Background())
-	if st := c.Wait(context.Background(), time.Hour); st.State != StateCancelled {
+	if st := c.Wait(context.Background(), time.Hour); st.State != StateCancelled.Wire() {
 		t.Fatalf("wait after kill: %s", st.State)
 	}
 }
@@ -600,7 +600,7 @@ func TestShutdownTerminates(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, c := range cmds {
-		if st := c.Status(); st.State != StateTerminated || deref(st.ExitCode) != -9 {
+		if st := c.Status(); st.State != StateTerminated.Wire() || deref(st.ExitCode) != -9 {
 			t.Fatalf("after shutdown: %s %d; want terminated -9", st.State, deref(st.ExitCode))
 		}
 	}
@@ -613,7 +613,7 @@ func TestBackgroundChildDoesNotHoldResult(t *testing.T) {
 	m := newManager(t, func(c *Config) { c.KillGrace = 200 * time.Millisecond })
 	c := mustCreate(t, m, helper("background-holds-pipe", ""))
 	st := waitDone(t, c)
-	if st.State != StateExited || deref(st.ExitCode) != 0 {
+	if st.State != StateExited.Wire() || deref(st.ExitCode) != 0 {
 		t.Fatalf("got %s %d", st.State, deref(st.ExitCode))
 	}
 	if out, _ := output(t, c); !strings.Contains(out, "parent done") {
@@ -752,7 +752,7 @@ func TestZeroGraceKeepsOutput(t *testing.T) {
 	m := newManager(t, func(c *Config) { c.KillGrace = NoKillGrace })
 	for i := 0; i < 30; i++ {
 		c := mustCreate(t, m, CreateRequest{Argv: []string{"echo", "hi"}})
-		if st := waitDone(t, c); st.StdoutBytes != 3 || st.State != StateExited {
+		if st := waitDone(t, c); st.StdoutBytes != 3 || st.State != StateExited.Wire() {
 			t.Fatalf("run %d with no kill grace: %s stdout_bytes %d; want exited 3", i, st.State, st.StdoutBytes)
 		}
 	}
@@ -779,7 +779,7 @@ func TestKillAfterLeaderExitReachesGroup(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.State != StateExited || deref(st.ExitCode) != 0 {
+	if st.State != StateExited.Wire() || deref(st.ExitCode) != 0 {
 		t.Fatalf("got %s %d; want exited 0 (the leader ended on its own)", st.State, deref(st.ExitCode))
 	}
 	for syscall.Kill(bg, 0) == nil {
@@ -821,7 +821,7 @@ func TestKillOfAZombieLeaderIsExited(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if st.State != StateExited || deref(st.ExitCode) != 3 {
+		if st.State != StateExited.Wire() || deref(st.ExitCode) != 3 {
 			t.Fatalf("round %d: got %s %d; want exited 3 (the leader ended on its own)", i, st.State, deref(st.ExitCode))
 		}
 	}

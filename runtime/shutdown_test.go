@@ -104,7 +104,7 @@ func TestShutdownDeadlineCutsKillGrace(t *testing.T) {
 		default:
 			t.Fatalf("command %s still running after Shutdown", c.ID())
 		}
-		if st := c.Status(); st.State != StateTerminated && !(c == holder && st.State == StateExited) {
+		if st := c.Status(); st.State != StateTerminated.Wire() && !(c == holder && st.State == StateExited.Wire()) {
 			t.Errorf("command %s: state %s; want terminated", c.ID(), st.State)
 		}
 	}

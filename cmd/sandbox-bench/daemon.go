@@ -1,142 +1,66 @@
 package main
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/sandbox-runtime/sandbox-runtime/internal/daemontest"
 )
 
-// daemon is a sandbox-runtime this tool started (or, with pid 0 and cmd nil,
+// daemon is a sandbox-runtime this tool started (or, with pid 0 and d nil,
 // one it only targets).
 type daemon struct {
 	name    string
 	addr    string // host:port, loopback
 	pid     int    // 0: unknown (a targeted daemon without -pid)
-	cmd     *exec.Cmd
+	d       *daemontest.Daemon
 	baseDir string
 	logPath string
-	logDone chan struct{}
 }
 
 // url returns the daemon's http URL for path.
 func (d *daemon) url(path string) string { return "http://" + d.addr + path }
 
 // buildDaemon builds ./cmd/sandbox-runtime of the module this tool runs in
-// into dir and returns the binary's path.
+// into dir (the shared launcher's build, stamped "bench") and returns the
+// binary's path.
 func buildDaemon(ctx context.Context, dir string) (string, error) {
-	gomod, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
+	bin, err := daemontest.Build(ctx, daemontest.BuildOptions{Dir: dir, Version: "bench"})
 	if err != nil {
-		return "", fmt.Errorf("go env GOMOD: %w (give -daemon PATH)", err)
+		return "", fmt.Errorf("%w (give -daemon PATH)", err)
 	}
-	mod := strings.TrimSpace(string(gomod))
-	if mod == "" || mod == os.DevNull {
-		return "", errors.New("not inside the sandbox-runtime module: run from the repository or give -daemon PATH")
-	}
-	out := filepath.Join(dir, "sandbox-runtime")
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, "./cmd/sandbox-runtime")
-	cmd.Dir = filepath.Dir(mod)
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("go build ./cmd/sandbox-runtime: %w", err)
-	}
-	return out, nil
+	return bin, nil
 }
 
-// startDaemon starts bin on 127.0.0.1:0 with its own base dir under tmp and
-// the environment env and then extra ("K=V"), and waits for its "listening"
-// log line.
+// startDaemon starts bin through the shared launcher (127.0.0.1:0, an
+// environment without the caller's SANDBOX_* variables) with its own base
+// dir under tmp and the settings env and then extra ("K=V"), and waits for
+// its "listening" log line. Its log is tmp/NAME.log.
 func startDaemon(ctx context.Context, name, bin, tmp string, env map[string]string, extra []string) (*daemon, error) {
-	d := &daemon{name: name, baseDir: filepath.Join(tmp, name+"-base"), logPath: filepath.Join(tmp, name+".log"), logDone: make(chan struct{})}
-	if err := os.MkdirAll(d.baseDir, 0o755); err != nil {
-		return nil, err
-	}
-	logf, err := os.Create(d.logPath)
-	if err != nil {
-		return nil, err
-	}
-	cmd := exec.Command(bin)
-	cmd.Env = append(os.Environ(),
-		"SANDBOX_RUNTIME_ADDR=127.0.0.1:0",
-		"SANDBOX_BASE_DIR="+d.baseDir,
-		"SANDBOX_RUNTIME_TOKEN_FILE=",
-	)
+	d := &daemon{name: name, baseDir: filepath.Join(tmp, name+"-base"), logPath: filepath.Join(tmp, name+".log")}
+	var kv []string
 	for k, v := range env {
-		cmd.Env = append(cmd.Env, k+"="+v)
+		kv = append(kv, k+"="+v)
 	}
-	cmd.Env = append(cmd.Env, extra...)
-	cmd.Dir = d.baseDir
-	// Our own pipe rather than StderrPipe, so that Wait may run while the
-	// log is still being read.
-	stderr, w, err := os.Pipe()
+	sort.Strings(kv)
+	dm, err := daemontest.Start(ctx, daemontest.Options{
+		Bin:     bin,
+		BaseDir: d.baseDir,
+		LogPath: d.logPath,
+		Env:     append(kv, extra...),
+	})
 	if err != nil {
-		logf.Close()
-		return nil, err
+		return nil, fmt.Errorf("%s: %w", name, err)
 	}
-	cmd.Stdout, cmd.Stderr = logf, w
-	err = cmd.Start()
-	w.Close()
-	if err != nil {
-		stderr.Close()
-		logf.Close()
-		return nil, fmt.Errorf("starting %s: %w", bin, err)
-	}
-	d.cmd, d.pid = cmd, cmd.Process.Pid
-	addrCh := make(chan string, 1)
-	go func() {
-		defer close(d.logDone)
-		defer logf.Close()
-		defer stderr.Close()
-		sc := bufio.NewScanner(stderr)
-		sc.Buffer(make([]byte, 64<<10), 1<<20)
-		found := false
-		for sc.Scan() {
-			line := sc.Bytes()
-			logf.Write(line)
-			logf.Write([]byte{'\n'})
-			if found {
-				continue
-			}
-			var l struct {
-				Msg  string `json:"msg"`
-				Addr string `json:"addr"`
-			}
-			if json.Unmarshal(line, &l) == nil && l.Msg == "listening" && l.Addr != "" {
-				found = true
-				addrCh <- l.Addr
-			}
-		}
-		io.Copy(io.Discard, stderr)
-	}()
-	t := time.NewTimer(30 * time.Second)
-	defer t.Stop()
-	select {
-	case a := <-addrCh:
-		d.addr = a
-	case <-d.logDone:
-		d.stop()
-		return nil, fmt.Errorf("%s exited before listening; its log: %s", name, d.logPath)
-	case <-t.C:
-		d.stop()
-		return nil, fmt.Errorf("%s did not log \"listening\" within 30 s; its log: %s", name, d.logPath)
-	case <-ctx.Done():
-		d.stop()
-		return nil, ctx.Err()
-	}
-	if err := checkLoopback(d.addr); err != nil {
-		d.stop()
-		return nil, err
-	}
+	d.d, d.addr, d.pid = dm, dm.Addr, dm.PID
 	return d, nil
 }
 
@@ -160,27 +84,19 @@ func checkLoopback(addr string) error {
 // stop ends a daemon this tool started: SIGTERM to its PID, then SIGKILL to
 // that PID if it has not exited within 30 s. A targeted daemon is left alone.
 func (d *daemon) stop() error {
-	if d == nil || d.cmd == nil {
+	if d == nil || d.d == nil {
 		return nil
 	}
-	cmd := d.cmd
-	d.cmd = nil
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	_ = cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case err := <-done:
-		<-d.logDone
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			return fmt.Errorf("%s exited with %v", d.name, ee)
-		}
-		return err
-	case <-time.After(30 * time.Second):
-		_ = cmd.Process.Kill()
-		<-done
-		return fmt.Errorf("%s did not exit within 30 s of SIGTERM: killed", d.name)
+	dm := d.d
+	d.d = nil
+	code, _, err := dm.Stop()
+	if err != nil {
+		return fmt.Errorf("%s: %w", d.name, err)
 	}
+	if code != 0 {
+		return fmt.Errorf("%s exited with %v", d.name, dm.WaitErr())
+	}
+	return nil
 }
 
 // procStatus returns VmRSS and VmHWM of pid in KiB.

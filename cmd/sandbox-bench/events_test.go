@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/sandbox-runtime/sandbox-runtime/wire"
 )
 
 func TestUnescapedLen(t *testing.T) {
@@ -133,5 +136,48 @@ func TestQuickFlags(t *testing.T) {
 	}
 	if _, err := parseFlags([]string{"-addr", "10.1.2.3:8888"}, io.Discard); err == nil {
 		t.Fatal("non-loopback -addr accepted")
+	}
+}
+
+// TestParseEventMatchesWire ties the fast parser to the protocol's one
+// definition of an event: every field of wire.Event is either parsed or
+// named here as skipped, and events encoded from wire.Event parse to the
+// same values encoding/json gives.
+func TestParseEventMatchesWire(t *testing.T) {
+	parsed := map[string]bool{"type": true, "stream": true, "cursor": true, "data": true, "encoding": true,
+		"dropped_bytes": true, "reason": true, "status": true, "next_cursor": true}
+	skipped := map[string]bool{"error": true} // WebSocket only; the bench reads NDJSON
+	rt := reflect.TypeOf(wire.Event{})
+	for i := range rt.NumField() {
+		name, _, _ := strings.Cut(rt.Field(i).Tag.Get("json"), ",")
+		if !parsed[name] && !skipped[name] {
+			t.Errorf("wire.Event has a field %q the bench's parser neither reads nor skips", name)
+		}
+	}
+	i64 := func(n int64) *int64 { return &n }
+	for _, w := range []wire.Event{
+		{Type: wire.EventStarted, Status: &wire.Status{CommandID: "x", Argv: []string{"a", `}"`}}, NextCursor: 0},
+		{Type: wire.EventOutput, Stream: wire.StreamStdout, Cursor: i64(3), Data: "a\"b\\c\n\u2028é", NextCursor: 14},
+		{Type: wire.EventOutput, Stream: wire.StreamStderr, Cursor: i64(0), Data: "/wAB", Encoding: wire.EncodingBase64, NextCursor: 3},
+		{Type: wire.EventGap, Cursor: i64(2), DroppedBytes: i64(5), NextCursor: 7},
+		{Type: wire.EventHeartbeat, NextCursor: 7},
+		{Type: wire.EventEnd, Reason: wire.EndMaxWait, NextCursor: 9},
+	} {
+		line, err := json.Marshal(w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var e event
+		if err := parseEvent(line, &e); err != nil {
+			t.Fatalf("%s: %v", line, err)
+		}
+		data, _ := e.Data()
+		want, _ := w.Bytes()
+		if e.Type != w.Type || e.Stream != w.Stream || e.Reason != w.Reason || e.Encoding != w.Encoding ||
+			e.NextCursor != w.NextCursor || e.HasCursor != (w.Cursor != nil) || (w.Cursor != nil && e.Cursor != *w.Cursor) ||
+			(w.DroppedBytes != nil && e.Dropped != *w.DroppedBytes) || (w.Type == wire.EventOutput && !bytes.Equal(data, want)) ||
+			(w.Status != nil) != (e.Status != nil) {
+			t.Errorf("%s parsed as %+v", line, e)
+		}
 	}
 }

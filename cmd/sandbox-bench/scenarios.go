@@ -18,19 +18,12 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+
+	"github.com/sandbox-runtime/sandbox-runtime/wire"
 )
 
-// status is the part of the status object the checks look at.
-type status struct {
-	CommandID    string `json:"command_id"`
-	State        string `json:"state"`
-	ExitCode     *int   `json:"exit_code"`
-	StdoutBytes  int64  `json:"stdout_bytes"`
-	StderrBytes  int64  `json:"stderr_bytes"`
-	RetainedFrom int64  `json:"retained_from"`
-	NextCursor   int64  `json:"next_cursor"`
-	Truncated    bool   `json:"output_truncated"`
-}
+// status is the status object (the protocol's one definition).
+type status = wire.Status
 
 // errNotAvailable marks a route that answers 404 because it is not
 // implemented yet.
@@ -841,8 +834,8 @@ func (b *bench) memory(ctx context.Context, d *daemon) error {
 	if err != nil {
 		return err
 	}
-	if s.State != "timed_out" || !s.Truncated || s.StdoutBytes <= 1<<20 {
-		return fmt.Errorf("flood: state %s, %d bytes, truncated %v; want timed_out, > 1 MiB, truncated", s.State, s.StdoutBytes, s.Truncated)
+	if s.State != "timed_out" || !s.OutputTruncated || s.StdoutBytes <= 1<<20 {
+		return fmt.Errorf("flood: state %s, %d bytes, truncated %v; want timed_out, > 1 MiB, truncated", s.State, s.StdoutBytes, s.OutputTruncated)
 	}
 	_, hwm2, _ := procStatus(d.pid)
 	b.mem = append(b.mem,
@@ -899,9 +892,7 @@ func (b *bench) memory(ctx context.Context, d *daemon) error {
 		smp.Stop()
 		return err
 	}
-	var list struct {
-		Commands []status `json:"commands"`
-	}
+	var list wire.CommandList
 	if err := b.doJSON(ctx, "GET", d.url("/v1/commands"), nil, &list, http.StatusOK); err != nil {
 		smp.Stop()
 		return err

@@ -10,7 +10,7 @@ package main
 //	sandbox-runtime run -d [-e K=V]… [-w DIR] [--timeout S] -- ARGV…
 //	sandbox-runtime ps [-q] [--state STATE]
 //	sandbox-runtime logs [-f] ID
-//	sandbox-runtime attach ID
+//	sandbox-runtime attach [--no-stdin] [--cursor N] ID
 //	sandbox-runtime kill [-s SIGNAL] ID
 //	sandbox-runtime cp SRC DST        (":path" is in the sandbox, "-" is stdin/stdout)
 //
@@ -19,12 +19,20 @@ package main
 // SANDBOX_RUNTIME_TOKEN (the token itself) or SANDBOX_RUNTIME_TOKEN_FILE
 // (the daemon's own variable, so that the client works inside the pod).
 //
+// On a terminal (exec -t, or attach to a command that has one) the local
+// terminal is raw: every key, Ctrl-C included, goes to the remote
+// program; window-size changes follow; Ctrl-] detaches and leaves the
+// command running, and attach ID re-attaches, replaying the retained
+// screen. A dropped connection is re-dialled from the last cursor, so
+// nothing is lost or repeated.
+//
 // Exit codes: exec, run and attach exit with the command's code, 128+N
 // when signal N ended it (as shells do); 125 when the client or the daemon
 // failed; 126 when the command could not be started, 127 when it was not
 // found; 2 for a usage error.
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -57,7 +65,11 @@ const (
 	exitCannotRun  = 126
 	exitNotFound   = 127
 	defaultTermEnv = "xterm-256color"
+	detachKey      = 0x1d // Ctrl-]: leave a terminal command running
 )
+
+// errDetached ends the stdin pump when the detach key is typed.
+var errDetached = errors.New("detached")
 
 // cliCommands maps each subcommand to its function.
 var cliCommands = map[string]func(*cli, []string) int{
@@ -451,6 +463,9 @@ func (c *cli) pumpStdin(ctx context.Context, send func(b []byte, eof bool) error
 }
 
 func (c *cli) stdinError(err error) {
+	if errors.Is(err, errDetached) {
+		return
+	}
 	switch srclient.ErrorCode(err) {
 	case wire.CodeFinished, wire.CodeStdinClosed:
 		return // the command is done with its input
@@ -517,17 +532,14 @@ func (c *cli) executeTTY(ctx context.Context, f *createFlags, argv []string) int
 	if err != nil {
 		return c.fail(err, "")
 	}
-	return c.attachTo(ctx, st, true, true)
+	return c.attachTo(ctx, st, 0, true)
 }
 
-// attachTo follows command st over WebSocket until it exits, forwarding
-// stdin (raw, when it is a terminal and the command has one), window sizes
-// and signals. It returns the exit code.
-func (c *cli) attachTo(ctx context.Context, st *wire.Status, fromStart, withStdin bool) int {
-	var cursor int64
-	if !fromStart {
-		cursor = st.RetainedFrom
-	}
+// attachTo follows command st over WebSocket from cursor until it exits,
+// forwarding stdin (raw, when it is a terminal and the command has one),
+// window sizes and signals. It returns the exit code; the detach key
+// (Ctrl-], on a terminal) returns 0 and leaves the command running.
+func (c *cli) attachTo(ctx context.Context, st *wire.Status, cursor int64, withStdin bool) int {
 	a, err := c.c.Attach(ctx, st.CommandID, cursor)
 	if err != nil {
 		return c.fail(err, st.CommandID)
@@ -535,10 +547,12 @@ func (c *cli) attachTo(ctx context.Context, st *wire.Status, fromStart, withStdi
 	defer a.Close()
 	in := int(c.stdin.Fd())
 	pty := st.PTY != nil
+	raw := false
 	restore := func() {}
 	if pty && term.IsTerminal(in) {
 		old, err := term.MakeRaw(in)
 		if err == nil {
+			raw = true
 			var once sync.Once
 			restore = func() { once.Do(func() { term.Restore(in, old) }) }
 			defer restore()
@@ -546,16 +560,41 @@ func (c *cli) attachTo(ctx context.Context, st *wire.Status, fromStart, withStdi
 		winch := make(chan os.Signal, 1)
 		signal.Notify(winch, syscall.SIGWINCH)
 		defer signal.Stop(winch)
+		resize := func() {
+			if cols, rows, err := term.GetSize(in); err == nil && cols > 0 && rows > 0 {
+				c.c.Resize(ctx, st.CommandID, cols, rows)
+			}
+		}
+		if st.PTY.Cols != 0 {
+			// This terminal's size, not the one the command had: attach
+			// may come from another window than the one that started it.
+			if cols, rows, err := term.GetSize(in); err == nil && (cols != st.PTY.Cols || rows != st.PTY.Rows) {
+				resize()
+			}
+		}
 		go func() {
 			for range winch {
-				if cols, rows, err := term.GetSize(in); err == nil {
-					c.c.Resize(ctx, st.CommandID, cols, rows)
-				}
+				resize()
 			}
 		}()
 	}
+	detached := make(chan struct{})
 	if withStdin && (pty || (st.Stdin && !st.StdinClosed)) {
-		go c.pumpStdin(ctx, a.Stdin)
+		send := a.Stdin
+		if raw {
+			send = func(b []byte, eof bool) error {
+				if i := bytes.IndexByte(b, detachKey); i >= 0 {
+					if i > 0 {
+						a.Stdin(b[:i], false)
+					}
+					close(detached)
+					a.Close() // ends the Next below
+					return errDetached
+				}
+				return a.Stdin(b, eof)
+			}
+		}
+		go c.pumpStdin(ctx, send)
 	}
 	started := make(chan string, 1)
 	started <- st.CommandID
@@ -564,6 +603,12 @@ func (c *cli) attachTo(ctx context.Context, st *wire.Status, fromStart, withStdi
 		ev, err := a.Next(ctx)
 		if err != nil {
 			restore()
+			select {
+			case <-detached:
+				c.errorf("detached from %s, which goes on running; sandbox-runtime attach %s comes back to it", st.CommandID, st.CommandID)
+				return 0
+			default:
+			}
 			return c.fail(err, st.CommandID)
 		}
 		switch ev.Type {
@@ -588,8 +633,9 @@ func (c *cli) attachTo(ctx context.Context, st *wire.Status, fromStart, withStdi
 }
 
 func (c *cli) attach(args []string) int {
-	fs, url, tok := c.flags("attach [--no-stdin] ID", "Attaches to a running command: shows its retained output and what follows, forwards stdin (when the command has it; its end closes the command's stdin), signals and, on a terminal, the window size. Exits with the command's exit code.")
+	fs, url, tok := c.flags("attach [--no-stdin] [--cursor N] ID", "Attaches to a running command: shows its retained output (on a terminal, the screen) and what follows, forwards stdin (when the command has it; its end closes the command's stdin), signals and, on a terminal, every key and the window size; Ctrl-] detaches and leaves it running. Exits with the command's exit code.")
 	noStdin := fs.Bool("no-stdin", false, "do not forward stdin (the command's stays open)")
+	cursor := fs.Int64("cursor", -1, "show the output from this cursor on (default: the oldest byte still retained)")
 	rest, code, ok := c.parse(fs, url, tok, args, 1)
 	if !ok {
 		return code
@@ -599,7 +645,11 @@ func (c *cli) attach(args []string) int {
 	if err != nil {
 		return c.fail(err, rest[0])
 	}
-	return c.attachTo(ctx, st, false, !*noStdin)
+	from := st.RetainedFrom
+	if *cursor >= 0 {
+		from = *cursor
+	}
+	return c.attachTo(ctx, st, from, !*noStdin)
 }
 
 func (c *cli) ps(args []string) int {

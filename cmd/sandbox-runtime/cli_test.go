@@ -22,6 +22,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sandbox-runtime/sandbox-runtime/internal/daemontest"
+	"github.com/sandbox-runtime/sandbox-runtime/wire"
 )
 
 // cliDaemon is a daemon for the client tests.
@@ -40,61 +43,19 @@ func startCLIDaemon(t *testing.T, env ...string) *cliDaemon {
 func startCLIDaemonBin(t *testing.T, bin string, env ...string) *cliDaemon {
 	t.Helper()
 	d := &cliDaemon{base: t.TempDir()}
-	cmd := exec.Command(bin)
-	cmd.Env = append(cliEnv(), "SANDBOX_RUNTIME_ADDR=127.0.0.1:0", "SANDBOX_BASE_DIR="+d.base)
-	cmd.Env = append(cmd.Env, env...)
-	cmd.Dir = d.base
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	addr := make(chan string, 1)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		sc := bufio.NewScanner(stderr)
-		sc.Buffer(nil, 1<<20)
-		for sc.Scan() {
-			var m map[string]any
-			if json.Unmarshal(sc.Bytes(), &m) == nil && m["msg"] == "listening" {
-				addr <- fmt.Sprint(m["addr"])
-			}
-		}
-		cmd.Wait()
-	}()
-	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			cmd.Process.Kill()
-			<-done
-		}
+	dm := daemontest.StartT(t, daemontest.Options{
+		Bin:        bin,
+		BaseDir:    d.base,
+		LogPath:    filepath.Join(t.TempDir(), "daemon.log"),
+		Env:        env,
+		CheckLeaks: true,
 	})
-	select {
-	case a := <-addr:
-		d.url = "http://" + a
-	case <-done:
-		t.Fatal("the daemon exited before listening")
-	case <-time.After(60 * time.Second):
-		t.Fatal("the daemon did not listen within 60 s")
-	}
+	d.url = dm.URL
 	return d
 }
 
 // cliEnv is the test's environment without SANDBOX_ variables.
-func cliEnv() []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "SANDBOX_") {
-			env = append(env, kv)
-		}
-	}
-	return env
-}
+func cliEnv() []string { return daemontest.CleanEnv() }
 
 type cliResult struct {
 	stdout, stderr string
@@ -286,9 +247,7 @@ func TestCLIAttach(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var st struct {
-		CommandID string `json:"command_id"`
-	}
+	var st wire.Status
 	json.NewDecoder(resp.Body).Decode(&st)
 	resp.Body.Close()
 	r = runClient(t, env, "hello\n", "attach", st.CommandID)
@@ -537,13 +496,10 @@ func TestCLIUnderTmux(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var info struct{ Features []string }
+	var info wire.Info
 	json.NewDecoder(resp.Body).Decode(&info)
 	resp.Body.Close()
-	hasPTY := false
-	for _, f := range info.Features {
-		hasPTY = hasPTY || f == "pty"
-	}
+	hasPTY := info.HasFeature(wire.FeaturePTY)
 	typeLine(binPath + " exec -t -- sh; echo rc=$?")
 	if !hasPTY {
 		waitScreen(`has no terminals: its /v1/info does not list the "pty" feature\. Run without -t[^\n]*\n(.*\n)*rc=125`)
@@ -570,10 +526,7 @@ func TestCLIUnderTmux(t *testing.T) {
 }
 
 // ptyState is what the tmux test reads of the one running command.
-type ptyState struct {
-	PTY             *struct{ Cols, Rows int } `json:"pty"`
-	WaitingForInput *bool                     `json:"waiting_for_input"`
-}
+type ptyState = wire.Status
 
 // waitDaemon polls the one running command's status until ok holds, within
 // 30 s (tmux offers no event to wait on, so the test reads the daemon).
@@ -585,7 +538,7 @@ func waitDaemon(t *testing.T, d *cliDaemon, what string, ok func(*ptyState) bool
 		if err != nil {
 			t.Fatal(err)
 		}
-		var l struct{ Commands []ptyState }
+		var l wire.CommandList
 		json.NewDecoder(resp.Body).Decode(&l)
 		resp.Body.Close()
 		if len(l.Commands) == 1 && ok(&l.Commands[0]) {

@@ -29,11 +29,15 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sandbox-runtime/sandbox-runtime/internal/daemontest"
+	"github.com/sandbox-runtime/sandbox-runtime/wire"
 )
 
 const e2eVersion = "e2e-test"
 
-// binPath is the daemon built once by TestMain.
+// binPath is the daemon built once by TestMain (race-enabled when the
+// tests are).
 var binPath string
 
 func TestMain(m *testing.M) {
@@ -47,19 +51,11 @@ func testMain(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
-	binPath = filepath.Join(dir, "sandbox-runtime")
-	args := []string{"build", "-o", binPath, "-ldflags", "-X main.version=" + e2eVersion}
-	if raceEnabled {
-		// Run the daemon under the race detector too when the tests are.
-		args = append(args, "-race")
-	}
-	args = append(args, ".")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	build := exec.CommandContext(ctx, "go", args...)
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "e2e: go build failed:", err)
+	binPath, err = daemontest.Build(ctx, daemontest.BuildOptions{Dir: dir, Version: e2eVersion, Race: daemontest.RaceEnabled})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
 		return 1
 	}
 	return m.Run()
@@ -69,8 +65,8 @@ func testMain(m *testing.M) int {
 // The daemon under test.
 
 type daemon struct {
+	*daemontest.Daemon
 	t    *testing.T
-	cmd  *exec.Cmd
 	base string
 	addr string // 127.0.0.1:PORT
 	url  string // http://127.0.0.1:PORT
@@ -78,114 +74,56 @@ type daemon struct {
 	mu      sync.Mutex
 	lines   []string      // stderr, one entry per line
 	changed chan struct{} // closed and replaced on every new line and on exit
-	exited  chan struct{} // closed once the process has been waited for
-	exitErr error
-	stdout  bytes.Buffer
 }
 
 // cleanEnv is the test process's environment without any SANDBOX_ variable,
 // so that the developer's shell cannot change what a test sees.
-func cleanEnv() []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "SANDBOX_") {
-			env = append(env, kv)
-		}
-	}
-	return env
-}
+func cleanEnv() []string { return daemontest.CleanEnv() }
 
-// startDaemon starts the binary with env (KEY=VALUE) on top of a clean
-// environment, a fresh base directory and 127.0.0.1:0, and waits for the
-// "listening" log line. The daemon is shut down (SIGTERM, then SIGKILL) at
-// the end of the test.
+// startDaemon starts the binary with env (KEY=VALUE) through the shared
+// launcher (a clean environment, a fresh base directory, 127.0.0.1:0, log
+// level debug) and waits for the "listening" log line. The daemon is shut
+// down (SIGTERM, then SIGKILL) at the end of the test, which fails if the
+// log shows a data race or a panic, or a command's process group outlived
+// the daemon.
 func startDaemon(t *testing.T, env ...string) *daemon {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("e2e tests are skipped with -short")
 	}
-	d := &daemon{
-		t:       t,
-		base:    t.TempDir(),
-		changed: make(chan struct{}),
-		exited:  make(chan struct{}),
-	}
-	full := append(cleanEnv(),
-		"SANDBOX_RUNTIME_ADDR=127.0.0.1:0",
-		"SANDBOX_BASE_DIR="+d.base,
-		"SANDBOX_LOG_LEVEL=debug",
-	)
-	full = append(full, env...)
-	d.cmd = exec.Command(binPath)
-	d.cmd.Env = full
-	d.cmd.Dir = d.base
-	d.cmd.Stdout = &lockedWriter{mu: &d.mu, w: &d.stdout}
-	stderr, err := d.cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := d.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	pipeDone := make(chan struct{})
-	go d.drain(stderr, pipeDone)
+	d := &daemon{t: t, base: t.TempDir(), changed: make(chan struct{})}
+	d.Daemon = daemontest.StartT(t, daemontest.Options{
+		Bin:        binPath,
+		BaseDir:    d.base,
+		LogPath:    filepath.Join(t.TempDir(), "daemon.log"),
+		LogLevel:   "debug",
+		Env:        env,
+		OnLine:     d.addLine,
+		CheckLeaks: true,
+	})
 	go func() {
-		<-pipeDone // Wait closes the pipe; read it to the end first
-		err := d.cmd.Wait()
+		<-d.Exited()
 		d.mu.Lock()
-		d.exitErr = err
-		close(d.exited)
 		d.notifyLocked()
 		d.mu.Unlock()
 	}()
-	t.Cleanup(d.stop)
-
-	line, ok := d.waitLog(30*time.Second, func(m map[string]any) bool { return m["msg"] == "listening" })
-	if !ok {
-		t.Fatalf("the daemon did not log \"listening\" within 30 s; stderr:\n%s", d.logs())
-	}
-	addr, _ := line["addr"].(string)
-	if !strings.HasPrefix(addr, "127.0.0.1:") {
-		t.Fatalf("listening on %q, want 127.0.0.1:PORT", addr)
-	}
+	line := d.Listening
 	if line["version"] != e2eVersion {
 		t.Errorf("listening line version = %v, want %q", line["version"], e2eVersion)
 	}
 	if line["base_dir"] != d.base {
 		t.Errorf("listening line base_dir = %v, want %q", line["base_dir"], d.base)
 	}
-	d.addr = addr
-	d.url = "http://" + addr
+	d.addr = d.Addr
+	d.url = d.URL
 	return d
 }
 
-type lockedWriter struct {
-	mu *sync.Mutex
-	w  io.Writer
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
-}
-
-// drain reads stderr to EOF, so that the daemon never blocks on its log.
-func (d *daemon) drain(r io.Reader, done chan<- struct{}) {
-	defer close(done)
-	br := bufio.NewReaderSize(r, 64<<10)
-	for {
-		line, err := br.ReadString('\n')
-		if line != "" {
-			d.mu.Lock()
-			d.lines = append(d.lines, strings.TrimRight(line, "\n"))
-			d.notifyLocked()
-			d.mu.Unlock()
-		}
-		if err != nil {
-			return
-		}
-	}
+func (d *daemon) addLine(line string) {
+	d.mu.Lock()
+	d.lines = append(d.lines, line)
+	d.notifyLocked()
+	d.mu.Unlock()
 }
 
 func (d *daemon) notifyLocked() {
@@ -212,7 +150,7 @@ func (d *daemon) waitLog(timeout time.Duration, pred func(map[string]any) bool) 
 		lines := d.lines[seen:]
 		seen = len(d.lines)
 		changed := d.changed
-		exited := isClosed(d.exited)
+		exited := !d.Alive()
 		d.mu.Unlock()
 		for _, l := range lines {
 			var m map[string]any
@@ -231,19 +169,10 @@ func (d *daemon) waitLog(timeout time.Duration, pred func(map[string]any) bool) 
 	}
 }
 
-func isClosed(ch <-chan struct{}) bool {
-	select {
-	case <-ch:
-		return true
-	default:
-		return false
-	}
-}
-
 // signal sends sig to the daemon (the process this test started).
 func (d *daemon) signal(sig syscall.Signal) {
 	d.t.Helper()
-	if err := d.cmd.Process.Signal(sig); err != nil {
+	if err := d.Signal(sig); err != nil {
 		d.t.Fatalf("signalling the daemon: %v", err)
 	}
 }
@@ -251,80 +180,23 @@ func (d *daemon) signal(sig syscall.Signal) {
 // waitExit waits up to timeout for the daemon to exit and returns its exit
 // code (-1 when it did not exit in time).
 func (d *daemon) waitExit(timeout time.Duration) int {
-	select {
-	case <-d.exited:
-	case <-time.After(timeout):
-		return -1
-	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.cmd.ProcessState.ExitCode()
-}
-
-// stop ends the daemon at the end of a test: SIGTERM (which also ends its
-// commands), SIGKILL if it does not exit in time. It then fails the test if
-// the log holds a data race or a handler panic.
-func (d *daemon) stop() {
-	if !isClosed(d.exited) {
-		d.cmd.Process.Signal(syscall.SIGTERM)
-		if d.waitExit(30*time.Second) < 0 {
-			d.t.Errorf("the daemon did not exit within 30 s of SIGTERM; killing pid %d", d.cmd.Process.Pid)
-			d.cmd.Process.Kill()
-			<-d.exited
-		}
-	}
-	logs := d.logs()
-	if strings.Contains(logs, "WARNING: DATA RACE") {
-		d.t.Errorf("the daemon reported a data race:\n%s", logs)
-	} else if strings.Contains(logs, "handler panic") || strings.Contains(logs, "panic:") {
-		d.t.Errorf("the daemon panicked:\n%s", logs)
-	} else if d.t.Failed() {
-		d.t.Logf("daemon stderr:\n%s", logs)
-	}
+	code, _ := d.Wait(timeout)
+	return code
 }
 
 // ---------------------------------------------------------------------------
 // HTTP helpers.
 
-// status is the part of the status object the tests look at.
-type status struct {
-	CommandID   string   `json:"command_id"`
-	Argv        []string `json:"argv"`
-	Cwd         string   `json:"cwd"`
-	State       string   `json:"state"`
-	PID         int      `json:"pid"`
-	ExitCode    *int     `json:"exit_code"`
-	Signal      *string  `json:"signal"`
-	Stdin       bool     `json:"stdin"`
-	StdinClosed bool     `json:"stdin_closed"`
-	FinishedAt  *string  `json:"finished_at"`
-	ExpiresAt   *string  `json:"expires_at"`
-	StdoutBytes int64    `json:"stdout_bytes"`
-	StderrBytes int64    `json:"stderr_bytes"`
-	NextCursor  int64    `json:"next_cursor"`
-	Truncated   bool     `json:"output_truncated"`
-}
+// The protocol's types, from the one definition.
+type (
+	status   = wire.Status
+	apiError = wire.ErrorBody
+)
 
-type apiError struct {
-	Error struct {
-		Code    string `json:"code"`
-		Message string `json:"message"`
-		Reason  string `json:"reason"`
-	} `json:"error"`
-}
-
-// event is one line of the event stream (protocol.md §4).
+// event is one line of the event stream (protocol.md §4), with its text.
 type event struct {
-	Type         string  `json:"type"`
-	Stream       string  `json:"stream"`
-	Cursor       *int64  `json:"cursor"`
-	Data         string  `json:"data"`
-	Encoding     string  `json:"encoding"`
-	Reason       string  `json:"reason"`
-	DroppedBytes *int64  `json:"dropped_bytes"`
-	Status       *status `json:"status"`
-	NextCursor   *int64  `json:"next_cursor"`
-	raw          string
+	wire.Event
+	raw string
 }
 
 // bytes returns the decoded data of an output event.
@@ -532,7 +404,10 @@ func (r *eventReader) read() *event {
 		r.t.Fatalf("stream line %d is not JSON: %q: %v", r.lines, line, err)
 	}
 	e.raw = strings.TrimSpace(line)
-	if e.NextCursor == nil {
+	var present struct {
+		NextCursor *int64 `json:"next_cursor"`
+	}
+	if json.Unmarshal([]byte(line), &present); present.NextCursor == nil {
 		r.t.Fatalf("stream line %d has no next_cursor: %s", r.lines, e.raw)
 	}
 	switch e.Type {
@@ -543,8 +418,8 @@ func (r *eventReader) read() *event {
 		if *e.Cursor != r.next {
 			r.t.Fatalf("output cursor %d after next_cursor %d: bytes missing or repeated: %s", *e.Cursor, r.next, e.raw)
 		}
-		if n := int64(len(e.bytes(r.t))); *e.NextCursor != *e.Cursor+n {
-			r.t.Fatalf("output next_cursor %d != cursor %d + %d bytes: %s", *e.NextCursor, *e.Cursor, n, e.raw)
+		if n := int64(len(e.bytes(r.t))); e.NextCursor != *e.Cursor+n {
+			r.t.Fatalf("output next_cursor %d != cursor %d + %d bytes: %s", e.NextCursor, *e.Cursor, n, e.raw)
 		}
 		if e.Stream != "stdout" && e.Stream != "stderr" {
 			r.t.Fatalf("output stream %q: %s", e.Stream, e.raw)
@@ -552,13 +427,13 @@ func (r *eventReader) read() *event {
 	case "gap":
 		r.t.Fatalf("unexpected gap (nothing should be evicted in this test): %s", e.raw)
 	case "started", "heartbeat", "exit", "end":
-		if *e.NextCursor < r.next {
+		if e.NextCursor < r.next {
 			r.t.Fatalf("%s line moves next_cursor back from %d: %s", e.Type, r.next, e.raw)
 		}
 	default:
 		r.t.Fatalf("unknown event type: %s", e.raw)
 	}
-	r.next = *e.NextCursor
+	r.next = e.NextCursor
 	return &e
 }
 
@@ -705,7 +580,7 @@ func TestE2EStreamedRun(t *testing.T) {
 	evs := r.readAll()
 
 	first := evs[0]
-	if first.Type != "started" || *first.NextCursor != 0 || first.Status == nil || first.Status.CommandID == "" {
+	if first.Type != "started" || first.NextCursor != 0 || first.Status == nil || first.Status.CommandID == "" {
 		t.Fatalf("first line %s, want started with next_cursor 0 and a status", first.raw)
 	}
 	last := evs[len(evs)-1]
@@ -728,9 +603,9 @@ func TestE2EStreamedRun(t *testing.T) {
 		t.Errorf("stderr %q, want %q", got, want)
 	}
 	total := int64(out["stdout"].Len() + out["stderr"].Len())
-	if *last.NextCursor != total || st.NextCursor != total || st.StdoutBytes+st.StderrBytes != total {
+	if last.NextCursor != total || st.NextCursor != total || st.StdoutBytes+st.StderrBytes != total {
 		t.Errorf("exit next_cursor %d, status next_cursor %d, stdout+stderr bytes %d; want all %d",
-			*last.NextCursor, st.NextCursor, st.StdoutBytes+st.StderrBytes, total)
+			last.NextCursor, st.NextCursor, st.StdoutBytes+st.StderrBytes, total)
 	}
 	for _, e := range evs[1 : len(evs)-1] {
 		if e.Type != "output" && e.Type != "heartbeat" {
@@ -826,14 +701,14 @@ func TestE2EReattach(t *testing.T) {
 		// end/caught_up.
 		fr := newEventReader(t, d.open(ctx, "GET", "/v1/commands/"+id+"/output?follow=false", nil), 0)
 		evs := fr.readAll()
-		if last := evs[len(evs)-1]; last.Type != "end" || last.Reason != "caught_up" || *last.NextCursor != expected() {
+		if last := evs[len(evs)-1]; last.Type != "end" || last.Reason != "caught_up" || last.NextCursor != expected() {
 			t.Errorf("follow=false on a running command ended with %s, want end/caught_up at %d", last.raw, expected())
 		}
 		// max_wait on a quiet running command: end/max_wait.
 		t0 := time.Now()
 		mr := newEventReader(t, d.open(ctx, "GET", fmt.Sprintf("/v1/commands/%s/output?cursor=%d&max_wait=0.5", id, expected()), nil), expected())
 		evs = mr.readAll()
-		if last := evs[len(evs)-1]; last.Type != "end" || last.Reason != "max_wait" || *last.NextCursor != expected() {
+		if last := evs[len(evs)-1]; last.Type != "end" || last.Reason != "max_wait" || last.NextCursor != expected() {
 			t.Errorf("max_wait=0.5 ended with %s, want end/max_wait at %d", last.raw, expected())
 		}
 		if el := time.Since(t0); el < 450*time.Millisecond || el > 10*time.Second {
@@ -859,8 +734,8 @@ func TestE2EReattach(t *testing.T) {
 		if got := out["stderr"].String(); got != wantErr.String() {
 			t.Errorf("stderr across reconnects differs from the output (%d bytes, want %d)", len(got), wantErr.Len())
 		}
-		if *last.NextCursor != expected() {
-			t.Errorf("final next_cursor %d, want %d", *last.NextCursor, expected())
+		if last.NextCursor != expected() {
+			t.Errorf("final next_cursor %d, want %d", last.NextCursor, expected())
 		}
 	})
 
@@ -892,7 +767,7 @@ func TestE2EReattach(t *testing.T) {
 				if got.String() != want.String() {
 					t.Fatalf("output across %d reconnects: %d bytes, want %d; equal prefix %d", reconnects, got.Len(), want.Len(), commonPrefix(got.String(), want.String()))
 				}
-				if *e.NextCursor != int64(want.Len()) || e.Status.ExitCode == nil || *e.Status.ExitCode != 0 {
+				if e.NextCursor != int64(want.Len()) || e.Status.ExitCode == nil || *e.Status.ExitCode != 0 {
 					t.Fatalf("exit line %s", e.raw)
 				}
 				return
@@ -1093,12 +968,9 @@ func TestE2ELimits(t *testing.T) {
 	d := startDaemon(t, "SANDBOX_MAX_RUNNING=2", "SANDBOX_MAX_RETAINED=4")
 	ctx := testCtx(t, 30*time.Second)
 
-	var info struct {
-		Version string         `json:"version"`
-		Limits  map[string]any `json:"limits"`
-	}
+	var info wire.Info
 	d.doJSON(ctx, "GET", "/v1/info", nil, 200, &info)
-	if info.Version != e2eVersion || info.Limits["max_running"] != float64(2) || info.Limits["max_retained"] != float64(4) {
+	if info.Version != e2eVersion || info.Limits.MaxRunning != 2 || info.Limits.MaxRetained != 4 {
 		t.Errorf("/v1/info: %+v", info)
 	}
 
@@ -1108,9 +980,7 @@ func TestE2ELimits(t *testing.T) {
 	if resp.Header.Get("Retry-After") == "" {
 		t.Error("429 without Retry-After")
 	}
-	var list struct {
-		Commands []status `json:"commands"`
-	}
+	var list wire.CommandList
 	d.doJSON(ctx, "GET", "/v1/commands", nil, 200, &list)
 	if len(list.Commands) != 2 || list.Commands[0].CommandID != a.CommandID || list.Commands[1].CommandID != b.CommandID {
 		t.Fatalf("list after the 429: %+v, want the two sleeps oldest first", list.Commands)

@@ -7,33 +7,34 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sandbox-runtime/sandbox-runtime/wire"
 )
 
 // TestE2ETerminalThroughTmux drives a shell on a PTY the way a person does:
-// tmux is the person's terminal, cmd/sandbox-attach the client inside it,
-// the built daemon at the other end. Keys are typed with send-keys, the
-// window is resized with resize-window (the client turns the SIGWINCH into
-// a resize frame), Ctrl-C interrupts a foreground sleep, Ctrl-] detaches,
-// and a second client re-attaches from cursor 0 and sees the screen again.
+// tmux is the person's terminal, the CLI (sandbox-runtime exec -t, then
+// attach) the client inside it, the built daemon at the other end. Keys
+// are typed with send-keys, the window is resized with resize-window (the
+// client turns the SIGWINCH into a resize), Ctrl-C interrupts a foreground
+// sleep, Ctrl-] detaches, and attach ID in a window of another size
+// re-attaches: the screen is replayed, the terminal takes the new window's
+// size, and the shell's exit 7 is the client's exit code.
 func TestE2ETerminalThroughTmux(t *testing.T) {
 	tmux, err := exec.LookPath("tmux")
 	if err != nil {
 		t.Skip("tmux is not installed (apt-get install tmux)")
 	}
 	d := startDaemon(t)
-	client := filepath.Join(t.TempDir(), "sandbox-attach")
-	if out, err := exec.Command("go", "build", "-o", client, "../sandbox-attach").CombinedOutput(); err != nil {
-		t.Fatalf("building sandbox-attach: %v\n%s", err, out)
-	}
 	sock := "sandbox-e2e-" + strconv.Itoa(os.Getpid())
 	run := func(args ...string) string {
 		t.Helper()
-		out, err := exec.Command(tmux, append([]string{"-L", sock, "-f", "/dev/null"}, args...)...).CombinedOutput()
+		cmd := exec.Command(tmux, append([]string{"-L", sock, "-f", "/dev/null"}, args...)...)
+		cmd.Env = cleanEnv() // the tmux server and its panes: no SANDBOX_* of the developer's
+		out, err := cmd.CombinedOutput()
 		if err != nil {
 			t.Fatalf("tmux %v: %v\n%s", args, err, out)
 		}
@@ -41,9 +42,9 @@ func TestE2ETerminalThroughTmux(t *testing.T) {
 	}
 	t.Cleanup(func() { exec.Command(tmux, "-L", sock, "kill-server").Run() })
 	// The pane keeps the client's exit code on screen, then waits.
-	start := func(name string, args ...string) {
-		cmd := client + " -addr " + d.url + " " + strings.Join(args, " ") + "; echo CLIENT-EXIT=$?; read x"
-		run("new-session", "-d", "-s", name, "-x", "100", "-y", "30", cmd)
+	start := func(name string, cols, rows int, args ...string) {
+		cmd := binPath + " " + strings.Join(args, " ") + "; echo CLIENT-EXIT=$?; read x"
+		run("new-session", "-d", "-s", name, "-x", strconv.Itoa(cols), "-y", strconv.Itoa(rows), cmd)
 	}
 	waitPane := func(name, want string) {
 		t.Helper()
@@ -60,26 +61,42 @@ func TestE2ETerminalThroughTmux(t *testing.T) {
 		}
 	}
 	keys := func(name string, k ...string) { run(append([]string{"send-keys", "-t", name}, k...)...) }
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	// waitSize waits until the daemon reports the terminal size: the client
+	// forwards a SIGWINCH asynchronously.
+	waitSize := func(id string, cols, rows int) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			st := d.get(ctx, id, 0)
+			if st.PTY != nil && st.PTY.Cols == cols && st.PTY.Rows == rows {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the terminal of %s is %+v; want %dx%d", id, st.PTY, cols, rows)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
 
-	start("one", "--", "sh", "-i")
+	start("one", 100, 30, "exec", "-t", "--url", d.url, "--", "sh", "-i")
 	keys("one", `PS1='$ '; stty size; echo ok-$((6*7))`, "Enter")
 	waitPane("one", "ok-42")
 	waitPane("one", "30 100")
+	var list wire.CommandList
+	d.doJSON(ctx, "GET", "/v1/commands", nil, 200, &list)
+	if len(list.Commands) != 1 || list.Commands[0].PTY == nil {
+		t.Fatalf("commands: %+v; want the one shell, on a terminal", list.Commands)
+	}
+	shell := list.Commands[0]
 	run("resize-window", "-t", "one", "-x", "80", "-y", "20")
+	waitSize(shell.CommandID, 80, 20)
 	keys("one", "stty size", "Enter")
 	waitPane("one", "20 80")
 
-	// Ctrl-C ends the foreground sleep; the shell goes on.
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	var list struct {
-		Commands []status `json:"commands"`
-	}
-	d.doJSON(ctx, "GET", "/v1/commands", nil, 200, &list)
-	if len(list.Commands) != 1 {
-		t.Fatalf("commands: %+v; want the one shell", list.Commands)
-	}
-	shell := list.Commands[0]
+	// Ctrl-C (a key in the raw local terminal) ends the remote foreground
+	// sleep; the shell goes on.
 	keys("one", "sleep 100", "Enter")
 	deadline := time.Now().Add(30 * time.Second)
 	for !foregroundSleep(shell.PID) {
@@ -95,17 +112,24 @@ func TestE2ETerminalThroughTmux(t *testing.T) {
 		t.Fatal("sleep survived Ctrl-C")
 	}
 
-	// Detach, then re-attach from 0 in a new window: the screen is replayed.
+	// Ctrl-] detaches: the client exits 0, the shell runs on.
 	keys("one", "C-]")
 	waitPane("one", "CLIENT-EXIT=0")
-	if st := d.get(ctx, shell.CommandID, 0); st.State != "running" {
+	waitPane("one", "attach "+shell.CommandID)
+	if st := d.get(ctx, shell.CommandID, 0); st.State != wire.StateRunning {
 		t.Fatalf("after detach: %s; want running", st.State)
 	}
-	start("two", "-id", shell.CommandID, "-cursor", "0")
+
+	// attach ID from a window of another size: the screen so far is
+	// replayed, and the terminal takes this window's size.
+	start("two", 90, 25, "attach", "--url", d.url, shell.CommandID)
 	waitPane("two", "alive-42")
+	waitSize(shell.CommandID, 90, 25)
+	keys("two", "stty size", "Enter")
+	waitPane("two", "25 90")
 	keys("two", "exit 7", "Enter")
 	waitPane("two", "CLIENT-EXIT=7")
-	if st := d.waitFinished(ctx, shell.CommandID); st.State != "exited" || st.ExitCode == nil || *st.ExitCode != 7 {
+	if st := d.waitFinished(ctx, shell.CommandID); st.State != wire.StateExited || st.ExitCode == nil || *st.ExitCode != 7 {
 		t.Errorf("shell: %+v; want exited 7", st)
 	}
 }
