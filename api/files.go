@@ -11,13 +11,13 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
-	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/sandbox-runtime/sandbox-runtime/fsroot"
 	sysErrno "github.com/sandbox-runtime/sandbox-runtime/internal/errno"
 	"github.com/sandbox-runtime/sandbox-runtime/pycompat"
+	"github.com/sandbox-runtime/sandbox-runtime/wire"
 )
 
 // Files v1 (protocol.md §3): /v1/files/{path...} reads, lists, writes and
@@ -63,19 +63,11 @@ func (s *Server) filesHandler() http.Handler {
 // defaultFileMode is the mode of a file created by PUT without ?mode=.
 const defaultFileMode = 0o644
 
-// fileEntry is one element of a directory listing.
-type fileEntry struct {
-	Name       string    `json:"name"`
-	Size       int64     `json:"size"`
-	Type       string    `json:"type"`
-	ModifiedAt time.Time `json:"modified_at"`
-	Mode       string    `json:"mode"`
-}
-
-type dirListing struct {
-	Path    string      `json:"path"`
-	Entries []fileEntry `json:"entries"`
-}
+// A directory listing of /v1/files is wire.DirListing.
+type (
+	fileEntry  = wire.FileEntry
+	dirListing = wire.DirListing
+)
 
 // resolveFile resolves a /v1/files path and opens the base dir; the caller
 // closes in.Root.

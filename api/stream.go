@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/sandbox-runtime/sandbox-runtime/runtime"
+	"github.com/sandbox-runtime/sandbox-runtime/wire"
 )
 
 // Stream sizes. A stream whose client stopped reading holds one read buffer
@@ -33,17 +34,10 @@ const (
 	streamUnsentLimit = 16 << 10
 )
 
-// event is one line of the event stream (protocol.md §4). Output events are
-// encoded by appendOutputEvent instead, which is much faster.
-type event struct {
-	Type         string          `json:"type"`
-	Stream       string          `json:"stream,omitempty"`
-	Cursor       *int64          `json:"cursor,omitempty"`
-	DroppedBytes *int64          `json:"dropped_bytes,omitempty"`
-	Reason       string          `json:"reason,omitempty"`
-	Status       *runtime.Status `json:"status,omitempty"`
-	NextCursor   int64           `json:"next_cursor"`
-}
+// event is one line of the event stream (protocol.md §4): the one wire
+// definition. Output events are encoded by appendOutputEvent instead, which
+// is much faster and writes the same JSON (FuzzOutputEvent).
+type event = wire.Event
 
 // eventSink receives encoded events: NDJSON lines or WebSocket frames.
 type eventSink interface {

@@ -8,9 +8,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"github.com/sandbox-runtime/sandbox-runtime/httpx"
 	"github.com/sandbox-runtime/sandbox-runtime/runtime"
-	"github.com/sandbox-runtime/sandbox-runtime/wire"
 )
 
 func TestNeedsEscape8(t *testing.T) {
@@ -116,24 +114,5 @@ func TestTextFitBoundsEncodedEvents(t *testing.T) {
 			t.Fatalf("%s: the chunks do not add up to the input", name)
 		}
 		t.Logf("%s: %d bytes in %d events", name, len(data), events)
-	}
-}
-
-// TestEventsEncodeAsWire: the events the server builds itself (gap, end,
-// heartbeat) encode exactly as the one wire definition does. (Events with a
-// status wait for runtime.Status to be wire.Status.)
-func TestEventsEncodeAsWire(t *testing.T) {
-	from, dropped := int64(5), int64(7)
-	for _, tc := range []struct {
-		got  event
-		want wire.Event
-	}{
-		{event{Type: "gap", Cursor: &from, DroppedBytes: &dropped, NextCursor: 12}, wire.Event{Type: wire.EventGap, Cursor: &from, DroppedBytes: &dropped, NextCursor: 12}},
-		{event{Type: "end", Reason: "caught_up", NextCursor: 3}, wire.Event{Type: wire.EventEnd, Reason: wire.EndCaughtUp, NextCursor: 3}},
-		{event{Type: "heartbeat", NextCursor: 0}, wire.Event{Type: wire.EventHeartbeat}},
-	} {
-		if got, want := marshal(tc.got), httpx.Marshal(tc.want); !bytes.Equal(got, want) {
-			t.Errorf("%s event: %s; wire.Event encodes as %s", tc.got.Type, got, want)
-		}
 	}
 }
