@@ -32,12 +32,13 @@
 // file) exits 2 with one plain line on stderr, before anything is logged.
 // Unknown SANDBOX_ variables are logged as warnings.
 //
-// Settings are read from the environment here only (loadConfig; the CLI's
-// SANDBOX_RUNTIME_URL and SANDBOX_RUNTIME_TOKEN in cli.go): no library
-// package reads a SANDBOX_ variable. The daemon's own environment is handed
-// to runtime.Config.Env here as the one commands start from; the only other
-// read is procgroup's fallback to the daemon's PATH when a command's
-// environment has no PATH of its own.
+// Settings are read from the environment in this package only (loadConfig;
+// the CLI's SANDBOX_RUNTIME_URL and SANDBOX_RUNTIME_TOKEN[_FILE] in cli.go):
+// no package the daemon links reads a SANDBOX_ variable. The daemon's own
+// environment is handed to runtime.Config.Env here as the one commands start
+// from; the only other read is procgroup's fallback to the daemon's PATH
+// when a command's environment has no PATH of its own. (The test launcher
+// internal/daemontest filters the environment it starts daemons with.)
 package main
 
 import (
