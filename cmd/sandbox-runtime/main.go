@@ -39,6 +39,7 @@
 // from; the only other read is procgroup's fallback to the daemon's PATH
 // when a command's environment has no PATH of its own. (The test launcher
 // internal/daemontest filters the environment it starts daemons with.)
+// internal/deps/env_test.go keeps this true.
 package main
 
 import (
