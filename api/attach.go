@@ -216,8 +216,7 @@ func (s *Server) attach(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer s.hijacked.remove(a)
-	s.metrics.websocketClients.Inc()
-	defer s.metrics.websocketClients.Dec()
+	defer s.metrics.WebSocketOpened()()
 
 	go a.readLoop()
 	go a.writeLoop()

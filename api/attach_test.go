@@ -22,6 +22,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/sandbox-runtime/sandbox-runtime/runtime"
+	"github.com/sandbox-runtime/sandbox-runtime/wire"
 )
 
 // Helpers of the attach, auth and metrics tests are prefixed "at" so that
@@ -66,16 +67,8 @@ func atDo(t testing.TB, method, url, body string, hdr http.Header) (int, []byte)
 	return resp.StatusCode, b
 }
 
-// atStatus is the part of the status object these tests look at.
-type atStatus struct {
-	CommandID   string  `json:"command_id"`
-	State       string  `json:"state"`
-	ExitCode    *int    `json:"exit_code"`
-	Signal      *string `json:"signal"`
-	NextCursor  int64   `json:"next_cursor"`
-	Truncated   bool    `json:"output_truncated"`
-	StdinClosed bool    `json:"stdin_closed"`
-}
+// atStatus is the status object (the one wire definition).
+type atStatus = wire.Status
 
 // atCreate starts a command from a JSON create body.
 func atCreate(t testing.TB, ts *testServer, body string) atStatus {
@@ -151,18 +144,20 @@ func atDialWith(t testing.TB, d *websocket.Dialer, ts *testServer, id, query str
 	return c
 }
 
-// atEvent is one server frame. Status and the error stay raw.
+// atEvent is one server frame, as the client sees it. It is not wire.Event:
+// Data and NextCursor are pointers so that the tests see a missing field,
+// and Status stays raw until status() decodes it as wire.Status.
 type atEvent struct {
-	Type         string          `json:"type"`
-	Stream       string          `json:"stream"`
-	Cursor       *int64          `json:"cursor"`
-	Data         *string         `json:"data"`
-	Encoding     string          `json:"encoding"`
-	DroppedBytes *int64          `json:"dropped_bytes"`
-	Reason       string          `json:"reason"`
-	Status       json.RawMessage `json:"status"`
-	Error        *errorDetail    `json:"error"`
-	NextCursor   *int64          `json:"next_cursor"`
+	Type         string            `json:"type"`
+	Stream       string            `json:"stream"`
+	Cursor       *int64            `json:"cursor"`
+	Data         *string           `json:"data"`
+	Encoding     string            `json:"encoding"`
+	DroppedBytes *int64            `json:"dropped_bytes"`
+	Reason       string            `json:"reason"`
+	Status       json.RawMessage   `json:"status"`
+	Error        *wire.ErrorDetail `json:"error"`
+	NextCursor   *int64            `json:"next_cursor"`
 }
 
 func (e atEvent) status(t testing.TB) atStatus {

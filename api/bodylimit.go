@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -69,6 +68,9 @@ type bodyGate struct {
 	inFlight    atomic.Int64
 	refused     atomic.Int64
 	cut         atomic.Int64
+	// refuse writes the 503 of a refused body (Server.refuse; the v1 body
+	// when nil, as in unit tests of the gate alone).
+	refuse func(w http.ResponseWriter, r *http.Request, status int, code, msg string)
 }
 
 func newBodyGate() *bodyGate {
@@ -95,10 +97,10 @@ func (g *bodyGate) admit(w http.ResponseWriter, r *http.Request) (_ *http.Reques
 		w.Header().Set("Retry-After", "1")
 		w.Header().Set("Connection", "close") // the unread body is not drained
 		msg := fmt.Sprintf("%d requests are sending a body (limit %d); retry", g.max, g.max)
-		if strings.HasPrefix(r.URL.Path, "/v1/") {
-			writeError(w, http.StatusServiceUnavailable, "too_busy", msg, nil)
+		if g.refuse != nil {
+			g.refuse(w, r, http.StatusServiceUnavailable, "too_busy", msg)
 		} else {
-			writeLegacyJSON(w, http.StatusServiceUnavailable, map[string]string{"detail": msg})
+			writeError(w, http.StatusServiceUnavailable, "too_busy", msg, nil)
 		}
 		return r, nil, false
 	}

@@ -1,85 +1,13 @@
 package api
 
 import (
-	"context"
 	"net"
 	"net/http"
-	"net/http/httptest"
-	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"go.uber.org/zap"
-
-	"github.com/sandbox-runtime/sandbox-runtime/runtime"
 )
-
-// TestBodyReadGrowsAsBytesArrive: a body that announces 1 MiB and sends 12
-// bytes costs 12 bytes, not the announced size. Before: the /execute reader
-// grew its buffer to Content-Length up front (cap 1 MiB + 512 here).
-func TestBodyReadGrowsAsBytesArrive(t *testing.T) {
-	r := httptest.NewRequest("POST", "/execute", strings.NewReader(`{"command":1}`[:12]))
-	r.ContentLength = 1 << 20
-	data, err := readLegacyBody(httptest.NewRecorder(), r)
-	if err != nil || len(data) != 12 {
-		t.Fatalf("read %d bytes, %v; want 12", len(data), err)
-	}
-	if c := cap(data); c > 16<<10 {
-		t.Errorf("12 bytes read into a buffer of %d bytes: allocated from Content-Length", c)
-	}
-	// Past the limit: a MaxBytesError, as before.
-	r = httptest.NewRequest("POST", "/execute", strings.NewReader(strings.Repeat("x", maxJSONBody+1)))
-	if _, err := readLegacyBody(httptest.NewRecorder(), r); err == nil {
-		t.Errorf("a body over %d bytes was read whole", maxJSONBody)
-	}
-}
-
-// TestDecodeGate: at most maxBigDecodes bodies over bigBody hold a turn;
-// the next waits until one is given back or its context ends; small bodies
-// never wait.
-func TestDecodeGate(t *testing.T) {
-	g := newDecodeGate()
-	ctx := context.Background()
-	var leaves []func()
-	for range maxBigDecodes {
-		leave, err := g.enter(ctx, bigBody+1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		leaves = append(leaves, leave)
-	}
-	small, err := g.enter(ctx, bigBody)
-	if err != nil {
-		t.Fatalf("a body of %d bytes waited: %v", bigBody, err)
-	}
-	small()
-	tctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
-	defer cancel()
-	if _, err := g.enter(tctx, bigBody+1); err == nil {
-		t.Fatalf("a %d-th large decode got a turn", maxBigDecodes+1)
-	}
-	got := make(chan error, 1)
-	go func() {
-		leave, err := g.enter(ctx, 1<<20)
-		if err == nil {
-			leave()
-		}
-		got <- err
-	}()
-	select {
-	case err := <-got:
-		t.Fatalf("entered while the gate was full: %v", err)
-	case <-time.After(20 * time.Millisecond):
-	}
-	leaves[0]()
-	if err := <-got; err != nil {
-		t.Fatal(err)
-	}
-	for _, l := range leaves[1:] {
-		l()
-	}
-}
 
 // fakeConn is a net.Conn that records its Close.
 type fakeConn struct {
@@ -183,41 +111,5 @@ func TestConnLimiter(t *testing.T) {
 	l.connState(conns[0], http.StateClosed) // already closed by the limiter: no double count
 	if len(l.conns) != before-2 {
 		t.Errorf("%d open after two closes; want %d", len(l.conns), before-2)
-	}
-}
-
-// TestLegacyExecuteLargeCommand: a command over bigBody, split again once
-// it has an execution slot, runs exactly as a small one would, also when
-// it had to wait for the only slot.
-func TestLegacyExecuteLargeCommand(t *testing.T) {
-	ts := newTestServer(t, func(c *runtime.Config, _ *Options) { c.MaxExecutions = 1 })
-	words := strings.Repeat(" ab", 30000) // 90,000 bytes
-	type res struct {
-		code int
-		out  legacyExecResponse
-	}
-	first := make(chan res, 1)
-	go func() {
-		code, out := legacyExec(t, ts.URL, "sh -c 'sleep 0.5; echo first'", nil)
-		first <- res{code, out}
-	}()
-	time.Sleep(100 * time.Millisecond)
-	code, out := legacyExec(t, ts.URL, "echo"+words, nil)
-	if code != 200 || out.ExitCode != 0 || out.Stdout != strings.TrimPrefix(words, " ")+"\n" {
-		t.Errorf("large command: %d exit %d stdout %d bytes %q…; want the words back", code, out.ExitCode, len(out.Stdout), out.Stdout[:min(40, len(out.Stdout))])
-	}
-	if f := <-first; f.code != 200 || f.out.Stdout != "first\n" {
-		t.Errorf("first call: %d %+v", f.code, f.out)
-	}
-	// A large command that does not split is refused like a small one.
-	code, out = legacyExec(t, ts.URL, "echo"+words+" 'unterminated", nil)
-	if code != 200 || out.ExitCode != 1 || !strings.Contains(out.Stderr, "Failed to execute command: ") {
-		t.Errorf("large unsplittable command: %d %+v", code, out)
-	}
-	select {
-	case ts.Server.execSlots <- struct{}{}:
-		<-ts.Server.execSlots
-	default:
-		t.Errorf("an execution place was not given back")
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sandbox-runtime/sandbox-runtime/runtime"
+	"github.com/sandbox-runtime/sandbox-runtime/wire"
 )
 
 const (
@@ -26,38 +27,12 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }
 
-type infoBody struct {
-	Name        string     `json:"name"`
-	Version     string     `json:"version"`
-	APIVersions []string   `json:"api_versions"`
-	Limits      infoLimits `json:"limits"`
-	Features    []string   `json:"features"`
-
-	Isolation infoIsolation `json:"isolation"`
-}
-
-// infoIsolation says how the runtime keeps commands from starving it.
-type infoIsolation struct {
-	Mode            string   `json:"mode"`   // "cgroup" or "threads"
-	Reason          string   `json:"reason"` // why
-	Cgroup          *string  `json:"cgroup"` // the runtime's cgroup tree, null outside cgroup mode
-	Controllers     []string `json:"controllers"`
-	CommandsPidsMax *int64   `json:"commands_pids_max"` // null: none set
-	ReservedThreads int      `json:"reserved_threads"`
-	PidfdSignals    bool     `json:"pidfd_signals"`
-}
-
-type infoLimits struct {
-	MaxRunning            int     `json:"max_running"`
-	MaxRetained           int     `json:"max_retained"`
-	OutputLimitBytes      int     `json:"output_limit_bytes"`
-	ResultTTLSeconds      float64 `json:"result_ttl_seconds"`
-	DefaultTimeoutSeconds float64 `json:"default_timeout_seconds"`
-	MaxTimeoutSeconds     float64 `json:"max_timeout_seconds"`
-	KillGraceSeconds      float64 `json:"kill_grace_seconds"`
-	StdinLimitBytes       int     `json:"stdin_limit_bytes"`
-	RequestBodyLimitBytes int     `json:"request_body_limit_bytes"`
-}
+// The /v1/info body is wire.Info.
+type (
+	infoBody      = wire.Info
+	infoIsolation = wire.Isolation
+	infoLimits    = wire.Limits
+)
 
 // features are the capabilities clients may detect in /v1/info.
 var features = []string{"commands", "stream", "stdin", "signals", "websocket", "files", "legacy", "metrics", "idempotent_create", "pty"}

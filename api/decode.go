@@ -12,10 +12,12 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+
+	"github.com/sandbox-runtime/sandbox-runtime/httpx"
 )
 
 // maxJSONBody is the limit on a JSON request body (protocol.md §3: 1 MiB).
-const maxJSONBody = 1 << 20
+const maxJSONBody = httpx.MaxJSONBody
 
 // decodeJSON decodes the body into v: exactly one JSON value, no unknown
 // fields, at most maxJSONBody bytes, sent with a JSON Content-Type (415
@@ -27,17 +29,13 @@ func decodeJSON(r *http.Request, v any, allowEmpty bool) error {
 	return err
 }
 
-// bigDecodes is the turn of the large-body decodes of every server
-// (bodyread.go).
-var bigDecodes = newDecodeGate()
-
 // decodeJSONTurn is decodeJSON for a caller that goes on using what a
 // large body decoded into (a create's envs, while the command starts): it
 // returns with the body's decode turn still held, and leave (never nil)
 // gives it back.
 func decodeJSONTurn(r *http.Request, v any, allowEmpty bool) (leave func(), _ error) {
 	leave = func() {}
-	data, err := readBody(nil, r, maxJSONBody)
+	data, err := httpx.ReadBody(nil, r, maxJSONBody)
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
@@ -58,7 +56,7 @@ func decodeJSONTurn(r *http.Request, v any, allowEmpty bool) (leave func(), _ er
 		}
 		return leave, badRequest("the request body is empty; a JSON object is required")
 	}
-	if leave, err = bigDecodes.enter(r.Context(), len(data)); err != nil {
+	if leave, err = httpx.EnterDecode(r.Context(), len(data)); err != nil {
 		return func() {}, badRequest(err.Error())
 	}
 	if err := checkKeys(data, v); err != nil {

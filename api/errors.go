@@ -1,27 +1,21 @@
 package api
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"net/http"
-	"strconv"
-	"strings"
 	"syscall"
 
+	"github.com/sandbox-runtime/sandbox-runtime/httpx"
 	"github.com/sandbox-runtime/sandbox-runtime/runtime"
+	"github.com/sandbox-runtime/sandbox-runtime/wire"
 )
 
-// errorBody is the v1 error shape: {"error": {"code", "message", "reason"?}}.
-type errorBody struct {
-	Error errorDetail `json:"error"`
-}
-
-type errorDetail struct {
-	Code    string `json:"code"`
-	Message string `json:"message"`
-	Reason  string `json:"reason,omitempty"`
-}
+// The v1 error shape {"error": {"code", "message", "reason"?}} is
+// wire.ErrorBody.
+type (
+	errorBody   = wire.ErrorBody
+	errorDetail = wire.ErrorDetail
+)
 
 // errRequestTooLarge is returned by decodeJSON when the body passes its limit.
 var errRequestTooLarge = errors.New("request body too large")
@@ -133,60 +127,7 @@ func writeError(w http.ResponseWriter, status int, code, msg string, reason *str
 }
 
 // writeJSON writes v as the whole response. HTML characters are not escaped.
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	body := marshal(v)
-	h := w.Header()
-	h.Set("Content-Type", "application/json")
-	h.Set("Content-Length", strconv.Itoa(len(body)))
-	w.WriteHeader(status)
-	w.Write(body)
-}
-
-// writeLegacyJSON is writeJSON for the legacy routes (same encoding). The
-// message of an error answer ({"detail"} or {"message"}) goes to the log.
-func writeLegacyJSON(w http.ResponseWriter, status int, v any) {
-	if rec := recorderOf(w); rec != nil && status >= 400 {
-		rec.errCode, rec.errMsg = statusCode(status), legacyErrorText(v)
-	}
-	writeJSON(w, status, v)
-}
-
-// legacyErrorText is the text of a legacy error body.
-func legacyErrorText(v any) string {
-	switch m := v.(type) {
-	case map[string]string:
-		return m["detail"] + m["message"]
-	case map[string]any:
-		for _, k := range []string{"detail", "message"} {
-			if t, ok := m[k].(string); ok {
-				return t
-			} else if m[k] != nil {
-				return string(marshal(m[k]))
-			}
-		}
-	}
-	return ""
-}
-
-// statusCode names an error status the way the v1 codes do, for answers
-// that carry no code of their own (legacy bodies, net/http's own errors).
-func statusCode(status int) string {
-	switch status {
-	case http.StatusBadRequest, http.StatusUnprocessableEntity:
-		return "invalid_request"
-	case http.StatusForbidden:
-		return "forbidden"
-	case http.StatusNotFound:
-		return "not_found"
-	case http.StatusMethodNotAllowed:
-		return "method_not_allowed"
-	case http.StatusRequestEntityTooLarge:
-		return "too_large"
-	case http.StatusInternalServerError:
-		return "internal"
-	}
-	return strings.ToLower(strings.ReplaceAll(http.StatusText(status), " ", "_"))
-}
+func writeJSON(w http.ResponseWriter, status int, v any) { httpx.WriteJSON(w, status, v) }
 
 // recorderOf finds the request's statusRecorder below w, nil when there is none.
 func recorderOf(w http.ResponseWriter) *statusRecorder {
@@ -203,17 +144,9 @@ func recorderOf(w http.ResponseWriter) *statusRecorder {
 }
 
 // marshal encodes v without HTML escaping and without a trailing newline.
-func marshal(v any) []byte {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		panic(err) // our own types always encode
-	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
-}
+func marshal(v any) []byte { return httpx.Marshal(v) }
 
-// File errors, shared by /v1/files and the legacy file routes.
+// File errors of /v1/files.
 var (
 	errForbidden    = errors.New("forbidden")     // the path resolves outside the base dir
 	errNoFile       = errors.New("no such file")  // nothing at the path

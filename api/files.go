@@ -11,16 +11,18 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
-	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/sandbox-runtime/sandbox-runtime/fsroot"
+	sysErrno "github.com/sandbox-runtime/sandbox-runtime/internal/errno"
+	"github.com/sandbox-runtime/sandbox-runtime/pycompat"
+	"github.com/sandbox-runtime/sandbox-runtime/wire"
 )
 
 // Files v1 (protocol.md §3): /v1/files/{path...} reads, lists, writes and
 // deletes under SANDBOX_BASE_DIR. The path is decoded by the usual URL rules
-// and resolved like the legacy paths (paths.go); a result outside the base
+// and resolved like the legacy paths (pycompat.ResolveInBase); a result outside the base
 // dir is 403 forbidden.
 //
 // Decisions where the contract is silent:
@@ -43,7 +45,7 @@ import (
 //     dir cannot be deleted (400); neither can a mount point, nor
 //     recursively a directory with a mount below it (409 busy).
 //   - Every operation goes through the base dir opened as an os.Root
-//     (paths.go), PUT and DELETE through the opened parent, so no swap of
+//     (pycompat.ResolveInBase), PUT and DELETE through the opened parent, so no swap of
 //     a component takes it outside. Filesystem errnos map to statuses in
 //     fileError, never 500 for ENOSPC, EROFS, EBUSY, EMFILE and kin.
 
@@ -51,7 +53,7 @@ import (
 // middleware to call with paths ServeMux would not take.
 func (s *Server) filesHandler() http.Handler {
 	for _, r := range s.routes {
-		if r.pattern == "/v1/files/{path...}" {
+		if r.Pattern == "/v1/files/{path...}" {
 			return s.methodHandler(r)
 		}
 	}
@@ -61,28 +63,20 @@ func (s *Server) filesHandler() http.Handler {
 // defaultFileMode is the mode of a file created by PUT without ?mode=.
 const defaultFileMode = 0o644
 
-// fileEntry is one element of a directory listing.
-type fileEntry struct {
-	Name       string    `json:"name"`
-	Size       int64     `json:"size"`
-	Type       string    `json:"type"`
-	ModifiedAt time.Time `json:"modified_at"`
-	Mode       string    `json:"mode"`
-}
-
-type dirListing struct {
-	Path    string      `json:"path"`
-	Entries []fileEntry `json:"entries"`
-}
+// A directory listing of /v1/files is wire.DirListing.
+type (
+	fileEntry  = wire.FileEntry
+	dirListing = wire.DirListing
+)
 
 // resolveFile resolves a /v1/files path and opens the base dir; the caller
-// closes in.root.
-func (s *Server) resolveFile(rel string) (inBase, error) {
-	in, err := s.resolveInBase(rel)
+// closes in.Root.
+func (s *Server) resolveFile(rel string) (pycompat.InBase, error) {
+	in, err := pycompat.ResolveInBase(s.opts.BaseDir, rel)
 	switch {
-	case errors.Is(err, errNULPath):
+	case errors.Is(err, pycompat.ErrNULPath):
 		return in, badRequest("the path contains a NUL byte")
-	case errors.Is(err, errForbidden):
+	case errors.Is(err, pycompat.ErrOutside):
 		return in, &httpError{kind: errForbidden, msg: fmt.Sprintf("%q is outside the base directory", rel)}
 	case err != nil:
 		return in, s.fileError(err, rel)
@@ -92,7 +86,7 @@ func (s *Server) resolveFile(rel string) (inBase, error) {
 
 // fileError classifies an os error about rel.
 func (s *Server) fileError(err error, rel string) error {
-	switch errno := errnoOf(err); {
+	switch errno := sysErrno.Of(err); {
 	case fsroot.IsEscape(err):
 		// A symlink swapped in after resolution points outside.
 		return &httpError{kind: errForbidden, msg: fmt.Sprintf("%q is outside the base directory", rel)}
@@ -129,11 +123,11 @@ func (s *Server) getFile(w http.ResponseWriter, r *http.Request) {
 		fail(w, err)
 		return
 	}
-	defer in.root.Close()
+	defer in.Root.Close()
 	// One open through the root; everything after is answered from that
 	// descriptor. O_NONBLOCK: a FIFO must not block the open (it is refused
 	// below); reads of regular files and directories ignore the flag.
-	f, err := in.root.OpenFile(dotIfEmpty(in.rel), os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	f, err := in.Root.OpenFile(pycompat.DotIfEmpty(in.Rel), os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		fail(w, s.fileError(err, rel))
 		return
@@ -208,11 +202,11 @@ func (c *contentErrorWriter) ReadFrom(src io.Reader) (int64, error) {
 func (c *contentErrorWriter) Unwrap() http.ResponseWriter { return c.ResponseWriter }
 
 // listDir answers the listing of the directory f (opened as fi at
-// in.rel). Names and each entry's lstat come from that very directory,
+// in.Rel). Names and each entry's lstat come from that very directory,
 // opened as a root of its own; if a swap replaced the name between the two
 // opens, the listing is refused (409) rather than mixed.
-func (s *Server) listDir(w http.ResponseWriter, in inBase, f *os.File, fi fs.FileInfo, rel string) {
-	dir, closeDir, err := fsroot.Sub(in.root, in.rel)
+func (s *Server) listDir(w http.ResponseWriter, in pycompat.InBase, f *os.File, fi fs.FileInfo, rel string) {
+	dir, closeDir, err := fsroot.Sub(in.Root, in.Rel)
 	if err != nil {
 		fail(w, s.fileError(err, rel))
 		return
@@ -318,31 +312,31 @@ func (s *Server) putFile(w http.ResponseWriter, r *http.Request) {
 		fail(w, err)
 		return
 	}
-	defer in.root.Close()
-	if in.rel == "" {
+	defer in.Root.Close()
+	if in.Rel == "" {
 		fail(w, badRequest("the base directory cannot be written as a file"))
 		return
 	}
-	if len(in.full) > pathMax {
-		fail(w, badRequest(fmt.Sprintf("the path %q is too long: %d bytes, at most %d", rel, len(in.full), pathMax)))
+	if len(in.Full) > pathMax {
+		fail(w, badRequest(fmt.Sprintf("the path %q is too long: %d bytes, at most %d", rel, len(in.Full), pathMax)))
 		return
 	}
-	for _, c := range fsroot.Components(in.rel) {
+	for _, c := range fsroot.Components(in.Rel) {
 		if len(c) > nameMax {
 			fail(w, badRequest(fmt.Sprintf("the path %q has a component of %d bytes, at most %d", rel, len(c), nameMax)))
 			return
 		}
 	}
-	parentRel, name := pySplit(in.rel)
-	created, err := fsroot.MkdirAll(in.root, parentRel, 0o755)
+	parentRel, name := pycompat.Split(in.Rel)
+	created, err := fsroot.MkdirAll(in.Root, parentRel, 0o755)
 	committed := false
 	defer func() {
 		if !committed {
-			fsroot.RemoveCreated(in.root, created)
+			fsroot.RemoveCreated(in.Root, created)
 		}
 	}()
 	if err != nil {
-		if e := errnoOf(err); e == syscall.ENOTDIR || e == syscall.EEXIST {
+		if e := sysErrno.Of(err); e == syscall.ENOTDIR || e == syscall.EEXIST {
 			fail(w, &httpError{kind: errFileConflict, msg: fmt.Sprintf("a parent of %q is not a directory", rel)})
 			return
 		}
@@ -352,7 +346,7 @@ func (s *Server) putFile(w http.ResponseWriter, r *http.Request) {
 	// From here on everything happens in the parent directory opened once:
 	// the temporary file, its rename and its removal on failure cannot be
 	// redirected by a rename of any component above it.
-	dir, closeDir, err := fsroot.Sub(in.root, parentRel)
+	dir, closeDir, err := fsroot.Sub(in.Root, parentRel)
 	if err != nil {
 		fail(w, s.fileError(err, rel))
 		return
@@ -371,13 +365,13 @@ func (s *Server) putFile(w http.ResponseWriter, r *http.Request) {
 	var readErr error
 	err = fsroot.WriteAtomic(dir, name, mode, func(tmp io.Writer) error {
 		var writeErr error
-		readErr, writeErr = copyCounting(tmp, r.Body)
+		readErr, writeErr = fsroot.Copy(tmp, r.Body)
 		if readErr != nil {
 			return readErr
 		}
 		return writeErr
 	})
-	switch e := errnoOf(err); {
+	switch e := sysErrno.Of(err); {
 	case readErr != nil:
 		fail(w, badRequest("reading the body: "+readErr.Error()))
 		return
@@ -405,7 +399,7 @@ func (s *Server) deleteFile(w http.ResponseWriter, r *http.Request) {
 		fail(w, badRequest("the path contains a NUL byte"))
 		return
 	}
-	parentRel, name := pySplit(strings.TrimRight(rel, "/"))
+	parentRel, name := pycompat.Split(strings.TrimRight(rel, "/"))
 	if name == "" || name == "." || name == ".." {
 		fail(w, badRequest("the base directory cannot be deleted"))
 		return
@@ -417,10 +411,10 @@ func (s *Server) deleteFile(w http.ResponseWriter, r *http.Request) {
 		fail(w, err)
 		return
 	}
-	defer in.root.Close()
+	defer in.Root.Close()
 	// The parent is opened once and the name removed relative to it; a
 	// recursive removal walks descriptors without following symlinks.
-	dir, closeDir, err := fsroot.Sub(in.root, in.rel)
+	dir, closeDir, err := fsroot.Sub(in.Root, in.Rel)
 	if err != nil {
 		fail(w, s.fileError(err, rel))
 		return
@@ -432,7 +426,7 @@ func (s *Server) deleteFile(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if fi.IsDir() {
-		if m := mountBelow(dir, fi, pyJoin(in.full, name), recursive); m != "" {
+		if m := mountBelow(dir, fi, pycompat.Join(in.Full, name), recursive); m != "" {
 			fail(w, &httpError{kind: errBusy, msg: fmt.Sprintf("%q %s; nothing was removed", rel, m)})
 			return
 		}
@@ -442,13 +436,13 @@ func (s *Server) deleteFile(w http.ResponseWriter, r *http.Request) {
 		// Something may be creating files below it meanwhile: try again a
 		// few times, then report the conflict (fileError: ENOTEMPTY → 409).
 		for range 3 {
-			if err = dir.RemoveAll(name); errnoOf(err) != syscall.ENOTEMPTY {
+			if err = dir.RemoveAll(name); sysErrno.Of(err) != syscall.ENOTEMPTY {
 				break
 			}
 		}
 	default:
 		err = dir.Remove(name)
-		if e := errnoOf(err); fi.IsDir() && (e == syscall.ENOTEMPTY || e == syscall.EEXIST) {
+		if e := sysErrno.Of(err); fi.IsDir() && (e == syscall.ENOTEMPTY || e == syscall.EEXIST) {
 			fail(w, &httpError{kind: errFileConflict, msg: fmt.Sprintf("directory %q is not empty; use ?recursive=true", rel)})
 			return
 		}

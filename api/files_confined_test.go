@@ -210,7 +210,10 @@ func TestLegacyListSymlinks(t *testing.T) {
 	must(os.Symlink(outside, filepath.Join(base, "s", "out-dir")))
 	must(os.Symlink(filepath.Join(outside, "secret"), filepath.Join(base, "s", "out-file")))
 	status, _, body := fileReq(t, "GET", ts.URL+"/list/s", nil)
-	var entries []legacyEntry
+	var entries []struct {
+		Name, Type string
+		Size       int64
+	}
 	if err := json.Unmarshal(body, &entries); status != 200 || err != nil {
 		t.Fatalf("/list/s: %d %s", status, body)
 	}

@@ -1,12 +1,13 @@
 package api
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	goruntime "runtime"
@@ -302,28 +303,11 @@ func TestFilesConfinement(t *testing.T) {
 
 	// `..` never reaches the handler through HTTP: clients clean it, and the
 	// middleware answers unclean paths itself (404, never a redirect). The
-	// handler's own check is TestResolveUnder; here: nothing leaks.
+	// handler's own check is pycompat's TestResolveUnder; here: nothing leaks.
 	for _, target := range []string{"/v1/files/../../etc/passwd", "/v1/files/..%2F..%2Fetc%2Fpasswd", "/v1/files/%2E%2E/secret"} {
-		got := replaySend(t, ts.URL, replayRequest{Method: "GET", Path: target})
-		if got.status != 403 && got.status != 404 || bytes.Contains(got.body, []byte("root:")) {
-			t.Errorf("GET %s: %d %q; want 403 or 404", target, got.status, replayClip(got.body))
-		}
-	}
-}
-
-// TestServeLegacyPathWithoutSlash: /list and /download (no slash) are the
-// empty path once the middleware hands them over (ServeMux would redirect).
-func TestServeLegacyPathWithoutSlash(t *testing.T) {
-	ts := newTestServer(t, nil)
-	for prefix, want := range map[string]string{
-		"/list/":     `[]`,
-		"/download/": `{"message":"File not found"}`,
-		"/exists/":   `{"path":"","exists":true}`,
-	} {
-		rec := httptest.NewRecorder()
-		ts.Server.serveLegacyPath(rec, httptest.NewRequest("GET", strings.TrimSuffix(prefix, "/"), nil), prefix)
-		if got := strings.TrimSpace(rec.Body.String()); got != want {
-			t.Errorf("%s without slash: %d %s; want %s", prefix, rec.Code, got, want)
+		status, body := rawGet(t, ts.URL, target)
+		if status != 403 && status != 404 || bytes.Contains(body, []byte("root:")) {
+			t.Errorf("GET %s: %d %q; want 403 or 404", target, status, body[:min(len(body), 200)])
 		}
 	}
 }
@@ -460,4 +444,23 @@ func vmRSS() int64 {
 		}
 	}
 	return 0
+}
+
+// rawGet sends GET target exactly as written (no client-side cleaning) on
+// a connection of its own and returns the status and body.
+func rawGet(t *testing.T, serverURL, target string) (int, []byte) {
+	t.Helper()
+	conn, err := net.Dial("tcp", strings.TrimPrefix(serverURL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n", target)
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, body
 }

@@ -10,18 +10,19 @@ import (
 
 	"go.uber.org/zap/zaptest"
 
-	"github.com/sandbox-runtime/sandbox-runtime/procgroup"
+	"github.com/sandbox-runtime/sandbox-runtime/legacy"
+	"github.com/sandbox-runtime/sandbox-runtime/metrics"
 	"github.com/sandbox-runtime/sandbox-runtime/runtime"
 )
 
 // testReaper is the one reaper of this test binary (a process has at most one).
-var testReaper *procgroup.Reaper
+var testReaper *runtime.Reaper
 
 func TestMain(m *testing.M) {
 	if spec := os.Getenv(helperWriteSpec); spec != "" { // a child of a test: see runWriteSpec
 		os.Exit(runWriteSpec(spec))
 	}
-	r, err := procgroup.NewReaper(nil)
+	r, err := runtime.NewReaper(nil)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "reaper:", err)
 		os.Exit(2)
@@ -55,17 +56,18 @@ func newTestServer(t testing.TB, mutate func(*runtime.Config, *Options)) *testSe
 		cfg.Logger = zaptest.NewLogger(tt)
 		opts.Logger = cfg.Logger
 	}
-	metrics := NewMetrics(nil)
-	cfg.Observer = metrics
-	opts.Metrics = metrics
 	if mutate != nil {
 		mutate(&cfg, &opts)
 	}
-	m, err := runtime.New(cfg, testReaper)
+	m, met, err := metrics.NewManager(cfg, testReaper, opts.Version)
 	if err != nil {
 		t.Fatal(err)
 	}
-	metrics.Bind(m, testReaper.OrphansReaped)
+	opts.Metrics = met
+	// The legacy routes, mounted as main does: the spec and middleware
+	// tests cover the whole server.
+	lh := legacy.New(m, legacy.Options{BaseDir: opts.BaseDir, HeartbeatInterval: opts.HeartbeatInterval, Logger: opts.Logger})
+	opts.Routes, opts.Refuse = lh.Routes(), legacy.Refuse
 	s := New(m, opts)
 	hs := httptest.NewUnstartedServer(s.Handler())
 	hs.Config.ConnContext = ConnContext // as main does

@@ -117,8 +117,8 @@ func TestMetrics(t *testing.T) {
 	}
 	clock.advance(time.Second) // distinct finished_at: eviction order is by it
 	big := atCreate(t, ts, `{"argv":["head","-c","100000","/dev/zero"]}`)
-	if st := atGet(t, ts, big.CommandID, 20); st.State != "exited" || !st.Truncated {
-		t.Fatalf("head: %s truncated %v; want exited and truncated", st.State, st.Truncated)
+	if st := atGet(t, ts, big.CommandID, 20); st.State != "exited" || !st.OutputTruncated {
+		t.Fatalf("head: %s truncated %v; want exited and truncated", st.State, st.OutputTruncated)
 	}
 	clock.advance(time.Second)
 	sleep := atCreate(t, ts, `{"argv":["sleep","30"]}`)

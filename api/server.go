@@ -1,7 +1,12 @@
-// Package api is the HTTP and WebSocket transport of sandbox-runtime: it
-// decodes requests, calls the runtime.Manager, and encodes answers. The wire
-// protocol is docs/protocol.md; openapi.yaml beside this file is its
-// machine-readable form and is checked against the route table in tests.
+// Package api is the v1 protocol of sandbox-runtime over HTTP and WebSocket
+// (commands, streams, attach, files, health, info) and the one server that
+// serves it: the middleware every route goes through (request ids and logs,
+// panics, origin check, body limits, connection cap, auth) lives here, and
+// other groups of handlers (the legacy API, package legacy) are mounted on it
+// as routes (Options.Routes). It decodes requests, calls the runtime.Manager,
+// and encodes answers (the types of package wire). The protocol is
+// docs/protocol.md; openapi.yaml beside this file is its machine-readable
+// form and is checked against the route table in tests.
 package api
 
 import (
@@ -17,14 +22,15 @@ import (
 	"github.com/google/uuid"
 	"go.uber.org/zap"
 
-	"github.com/sandbox-runtime/sandbox-runtime/procgroup"
+	"github.com/sandbox-runtime/sandbox-runtime/httpx"
+	"github.com/sandbox-runtime/sandbox-runtime/metrics"
 	"github.com/sandbox-runtime/sandbox-runtime/runtime"
 )
 
 // Options configures a Server.
 type Options struct {
 	Version string // reported in /v1/info and the Sandbox-Runtime-Version header
-	BaseDir string // SANDBOX_BASE_DIR, for files and the legacy API
+	BaseDir string // SANDBOX_BASE_DIR, the root of /v1/files
 	// TokenFile, when set, holds the bearer token every route but GET / and
 	// GET /v1/health requires. It is re-read when it changes.
 	TokenFile string
@@ -32,7 +38,7 @@ type Options struct {
 	// line (and the WebSocket ping period). Default 10 s.
 	HeartbeatInterval time.Duration
 	Logger            *zap.Logger
-	Metrics           *Metrics // nil: no /metrics route data beyond the defaults
+	Metrics           *metrics.Metrics // from metrics.NewManager; nil: nothing counted, /metrics answers 404
 
 	// AllowedOrigins is a comma-separated list of the browser origins
 	// (scheme://host[:port], or "*") allowed besides the daemon's own host,
@@ -40,9 +46,17 @@ type Options struct {
 	// ParseAllowedOrigins refuses are ignored.
 	AllowedOrigins string
 	// Isolation is how commands are kept from starving the runtime, for
-	// /v1/info (procgroup.Reaper.Isolation; ReservedThreads from main).
-	Isolation       procgroup.Isolation
+	// /v1/info (runtime.Reaper.Isolation; ReservedThreads from main).
+	Isolation       runtime.Isolation
 	ReservedThreads int
+
+	// Routes are the routes another group of handlers adds (the legacy API
+	// of package legacy), served behind the same middleware as the v1 ones.
+	Routes []httpx.Route
+	// Refuse writes the server's own error answers outside /v1 (404 for an
+	// unknown path, 503 when too many bodies are in flight) in the shape
+	// the clients of those paths expect; nil means the v1 error body.
+	Refuse func(w http.ResponseWriter, status int, msg string)
 }
 
 // Server serves the routes of protocol.md §3 and §5. Create it with New.
@@ -51,8 +65,9 @@ type Server struct {
 	opts     Options
 	log      *zap.Logger
 	auth     *tokenAuth
-	metrics  *Metrics
-	routes   []route
+	metrics  *metrics.Metrics
+	routes   []httpx.Route
+	raw      []rawRoute // the Raw routes, served before the mux
 	handler  http.Handler
 	draining atomic.Bool
 	// streamsCtx is cancelled when open streams must end at once (the last
@@ -60,23 +75,16 @@ type Server struct {
 	streamsCtx  context.Context
 	stopStreams context.CancelFunc
 	hijacked    *connSet
-	bodies      *bodyGate // requests reading a body (bodylimit.go)
-	// execSlots is taken by a large /execute before it splits its command
-	// (legacyExecute): as many places as Execute's own slots.
-	execSlots chan struct{}
-	conns     *connLimiter // open connections (conncap.go)
-	origins   originPolicy
+	bodies      *bodyGate    // requests reading a body (bodylimit.go)
+	conns       *connLimiter // open connections (conncap.go)
+	origins     originPolicy
 }
 
-// route is one path of the route table. Each path is registered once; its
-// methods are dispatched by methodHandler so that a wrong method gets a JSON
-// 405 with Allow rather than ServeMux's text one.
-type route struct {
-	pattern string                      // ServeMux pattern without a method
-	methods map[string]http.HandlerFunc // by method; "GET" also answers HEAD unless HEAD is listed or noHead
-	noHead  bool                        // the legacy routes answer HEAD with 405
-	public  bool                        // no token required (GET only)
-	legacy  bool                        // framework errors in the legacy {"detail": …} shape
+// rawRoute is a Raw route with its handler.
+type rawRoute struct {
+	prefix  string // RawPrefix, e.g. "/list/"
+	pattern string
+	h       http.Handler
 }
 
 // New returns a Server for m.
@@ -87,59 +95,54 @@ func New(m *runtime.Manager, opts Options) *Server {
 	if opts.HeartbeatInterval <= 0 {
 		opts.HeartbeatInterval = 10 * time.Second
 	}
-	if opts.Metrics == nil {
-		opts.Metrics = NewMetrics(m)
-	}
 	s := &Server{m: m, opts: opts, log: opts.Logger.Named("api"), metrics: opts.Metrics, hijacked: newConnSet(), bodies: newBodyGate()}
-	execs := 8
-	if m != nil {
-		execs = max(1, m.Config().MaxExecutions)
-	}
-	s.execSlots = make(chan struct{}, execs)
+	s.bodies.refuse = s.refuse
 	s.conns = newConnLimiter(fdSoftLimit(), s.log.Named("conns"))
 	s.streamsCtx, s.stopStreams = context.WithCancel(context.Background())
 	s.auth = newTokenAuth(opts.TokenFile, s.log.Named("auth"))
 	s.origins = newOriginPolicy(opts.AllowedOrigins)
-	s.metrics.SetBuild(opts.Version)
 	s.routes = s.routeTable()
 	mux := http.NewServeMux()
 	for _, r := range s.routes {
-		mux.Handle(r.pattern, s.methodHandler(r))
+		if r.Raw {
+			// Not in the mux: the middleware serves every path under
+			// the prefix before ServeMux could clean or redirect it (a
+			// mux entry would never be reached).
+			s.raw = append(s.raw, rawRoute{prefix: r.RawPrefix(), pattern: r.Pattern, h: s.methodHandler(r)})
+			continue
+		}
+		mux.Handle(r.Pattern, s.methodHandler(r))
 	}
 	s.handler = s.middleware(mux)
 	return s
 }
 
-func (s *Server) routeTable() []route {
-	return []route{
-		{pattern: "/{$}", methods: map[string]http.HandlerFunc{"GET": s.legacyRoot}, noHead: true, public: true, legacy: true},
-		{pattern: "/execute", methods: map[string]http.HandlerFunc{"POST": s.legacyExecute}, legacy: true},
-		{pattern: "/upload", methods: map[string]http.HandlerFunc{"POST": s.legacyUpload}, legacy: true},
-		{pattern: "/download/{path...}", methods: map[string]http.HandlerFunc{"GET": s.legacyDownload}, noHead: true, legacy: true},
-		{pattern: "/list/{path...}", methods: map[string]http.HandlerFunc{"GET": s.legacyList}, noHead: true, legacy: true},
-		{pattern: "/exists/{path...}", methods: map[string]http.HandlerFunc{"GET": s.legacyExists}, noHead: true, legacy: true},
-		{pattern: "/v1/health", methods: map[string]http.HandlerFunc{"GET": s.health}, public: true},
-		{pattern: "/v1/info", methods: map[string]http.HandlerFunc{"GET": s.info}},
-		{pattern: "/v1/commands", methods: map[string]http.HandlerFunc{"GET": s.listCommands, "POST": s.createCommand}},
-		{pattern: "/v1/commands/{id}", methods: map[string]http.HandlerFunc{"GET": s.getCommand}},
-		{pattern: "/v1/commands/{id}/output", methods: map[string]http.HandlerFunc{"GET": s.commandOutput}},
-		{pattern: "/v1/commands/{id}/attach", methods: map[string]http.HandlerFunc{"GET": s.attach}, noHead: true},
-		{pattern: "/v1/commands/{id}/stdin", methods: map[string]http.HandlerFunc{"POST": s.writeStdin}},
-		{pattern: "/v1/commands/{id}/signal", methods: map[string]http.HandlerFunc{"POST": s.signalCommand}},
-		{pattern: "/v1/commands/{id}/kill", methods: map[string]http.HandlerFunc{"POST": s.killCommand}},
-		{pattern: "/v1/commands/{id}/resize", methods: map[string]http.HandlerFunc{"POST": s.resizeCommand}},
-		{pattern: "/v1/files/{path...}", methods: map[string]http.HandlerFunc{"GET": s.getFile, "HEAD": s.getFile, "PUT": s.putFile, "DELETE": s.deleteFile}},
-		{pattern: "/metrics", methods: map[string]http.HandlerFunc{"GET": s.metrics.ServeHTTP}},
-		{pattern: "/", methods: nil}, // everything else: 404
+func (s *Server) routeTable() []httpx.Route {
+	type route = httpx.Route
+	v1 := []route{
+		{Pattern: "/v1/health", Methods: map[string]http.HandlerFunc{"GET": s.health}, Public: true},
+		{Pattern: "/v1/info", Methods: map[string]http.HandlerFunc{"GET": s.info}},
+		{Pattern: "/v1/commands", Methods: map[string]http.HandlerFunc{"GET": s.listCommands, "POST": s.createCommand}},
+		{Pattern: "/v1/commands/{id}", Methods: map[string]http.HandlerFunc{"GET": s.getCommand}},
+		{Pattern: "/v1/commands/{id}/output", Methods: map[string]http.HandlerFunc{"GET": s.commandOutput}},
+		{Pattern: "/v1/commands/{id}/attach", Methods: map[string]http.HandlerFunc{"GET": s.attach}, NoHead: true},
+		{Pattern: "/v1/commands/{id}/stdin", Methods: map[string]http.HandlerFunc{"POST": s.writeStdin}},
+		{Pattern: "/v1/commands/{id}/signal", Methods: map[string]http.HandlerFunc{"POST": s.signalCommand}},
+		{Pattern: "/v1/commands/{id}/kill", Methods: map[string]http.HandlerFunc{"POST": s.killCommand}},
+		{Pattern: "/v1/commands/{id}/resize", Methods: map[string]http.HandlerFunc{"POST": s.resizeCommand}},
+		{Pattern: "/v1/files/{path...}", Methods: map[string]http.HandlerFunc{"GET": s.getFile, "HEAD": s.getFile, "PUT": s.putFile, "DELETE": s.deleteFile}},
+		{Pattern: "/metrics", Methods: map[string]http.HandlerFunc{"GET": s.metrics.ServeHTTP}},
 	}
+	out := append(v1, s.opts.Routes...)
+	return append(out, route{Pattern: "/", Methods: nil}) // everything else: 404
 }
 
 // Routes lists "METHOD pattern" for every served route, for the spec test.
 func (s *Server) Routes() []string {
 	var out []string
 	for _, r := range s.routes {
-		for m := range r.methods {
-			out = append(out, m+" "+r.pattern)
+		for m := range r.Methods {
+			out = append(out, m+" "+r.Pattern)
 		}
 	}
 	return out
@@ -159,33 +162,33 @@ func (s *Server) EndStreams() {
 	s.hijacked.closeAll()
 }
 
-func (s *Server) methodHandler(r route) http.Handler {
+func (s *Server) methodHandler(r httpx.Route) http.Handler {
 	var allow []string
 	for _, m := range []string{"GET", "HEAD", "POST", "PUT", "DELETE"} {
-		if _, ok := r.methods[m]; ok {
+		if _, ok := r.Methods[m]; ok {
 			allow = append(allow, m)
 		}
 	}
 	allowHeader := strings.Join(allow, ", ")
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		if r.methods == nil {
+		if r.Methods == nil {
 			s.notFound(w, req)
 			return
 		}
-		h, ok := r.methods[req.Method]
-		if !ok && req.Method == http.MethodHead && !r.noHead {
-			h, ok = r.methods["GET"]
+		h, ok := r.Methods[req.Method]
+		if !ok && req.Method == http.MethodHead && !r.NoHead {
+			h, ok = r.Methods["GET"]
 		}
 		if !ok {
 			w.Header().Set("Allow", allowHeader)
-			if r.legacy {
-				writeLegacyJSON(w, http.StatusMethodNotAllowed, map[string]string{"detail": "Method Not Allowed"})
+			if r.Refuse != nil {
+				r.Refuse(w, http.StatusMethodNotAllowed, "Method Not Allowed")
 			} else {
 				writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", req.Method+" is not allowed here; allowed: "+allowHeader, nil)
 			}
 			return
 		}
-		if !r.public && !s.auth.allowed(req) {
+		if !r.Public && !s.auth.allowed(req) {
 			writeError(w, http.StatusUnauthorized, "unauthorized", "a valid bearer token is required", nil)
 			return
 		}
@@ -193,19 +196,26 @@ func (s *Server) methodHandler(r route) http.Handler {
 	})
 }
 
-// notFound answers an unknown route: the legacy {"detail"} body outside /v1.
+// notFound answers an unknown route (Options.Refuse's shape outside /v1).
 func (s *Server) notFound(w http.ResponseWriter, r *http.Request) {
-	if strings.HasPrefix(r.URL.Path, "/v1/") || r.URL.Path == "/v1" {
+	if isV1(r.URL.Path) || s.opts.Refuse == nil {
 		writeError(w, http.StatusNotFound, "not_found", "no route "+r.URL.Path, nil)
 		return
 	}
-	writeLegacyJSON(w, http.StatusNotFound, map[string]string{"detail": "Not Found"})
+	s.opts.Refuse(w, http.StatusNotFound, "Not Found")
 }
 
-// legacyFilePrefixes are served with the raw path: ServeMux would redirect
-// `..`, `.` and `//` (protocol.md §1: never redirect), and the legacy API
-// answers those itself (403 for `..`).
-var legacyFilePrefixes = []string{"/download/", "/list/", "/exists/"}
+// refuse writes one of the server's own error answers: the v1 body under
+// /v1 (code names the error), Options.Refuse's shape elsewhere.
+func (s *Server) refuse(w http.ResponseWriter, r *http.Request, status int, code, msg string) {
+	if isV1(r.URL.Path) || s.opts.Refuse == nil {
+		writeError(w, status, code, msg, nil)
+		return
+	}
+	s.opts.Refuse(w, status, msg)
+}
+
+func isV1(p string) bool { return strings.HasPrefix(p, "/v1/") || p == "/v1" }
 
 // middleware adds the version and request-id headers, logs each request,
 // recovers from panics, and keeps ServeMux from ever redirecting.
@@ -245,7 +255,7 @@ func (s *Server) middleware(mux *http.ServeMux) http.Handler {
 			level := zap.InfoLevel
 			if status >= 400 {
 				if rec.errCode == "" {
-					rec.errCode = statusCode(status)
+					rec.errCode = httpx.StatusCode(status)
 				}
 				fields = append(fields, zap.String("error_code", rec.errCode), zap.String("error_message", rec.errMsg))
 				if status == http.StatusInternalServerError && rec.err != nil {
@@ -258,7 +268,7 @@ func (s *Server) middleware(mux *http.ServeMux) http.Handler {
 				}
 			}
 			s.log.Log(level, "request", fields...)
-			s.metrics.observeRequest(routeLabel(r, route), r.Method, status, took, rec.errCode, rec.err)
+			s.metrics.ObserveRequest(routeLabel(r, route), r.Method, status, took, rec.errCode)
 		}()
 		if !s.browserGate(rec, r) {
 			return
@@ -269,10 +279,13 @@ func (s *Server) middleware(mux *http.ServeMux) http.Handler {
 		}
 		defer release()
 		p := r.URL.Path
-		for _, prefix := range legacyFilePrefixes {
-			if strings.HasPrefix(p, prefix) || p == strings.TrimSuffix(prefix, "/") {
-				route = prefix + "{path...}"
-				s.serveLegacyPath(rec, r, prefix)
+		for _, raw := range s.raw {
+			// Served with the raw path: ServeMux would redirect `..`, `.`
+			// and `//` (protocol.md §1: never redirect); the handler
+			// answers those itself.
+			if strings.HasPrefix(p, raw.prefix) || p == strings.TrimSuffix(raw.prefix, "/") {
+				route = raw.pattern
+				raw.h.ServeHTTP(rec, r)
 				return
 			}
 		}
@@ -333,10 +346,13 @@ type statusRecorder struct {
 	code        int
 	wroteHeader bool
 	bytes       int64
-	errCode     string // the error code of a 4xx/5xx answer (writeError, writeLegacyJSON)
+	errCode     string // the error code of a 4xx/5xx answer (writeError, httpx.NoteError)
 	errMsg      string // and its message
 	err         error  // the error behind it (fail), for 500s and spawn failures
 }
+
+// NoteError implements httpx.ErrorNoter.
+func (r *statusRecorder) NoteError(code, msg string) { r.errCode, r.errMsg = code, msg }
 
 func (r *statusRecorder) WriteHeader(code int) {
 	if !r.wroteHeader {

@@ -12,8 +12,8 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/sandbox-runtime/sandbox-runtime/ringbuf"
 	"github.com/sandbox-runtime/sandbox-runtime/runtime"
+	"github.com/sandbox-runtime/sandbox-runtime/wire"
 )
 
 // Stream sizes. A stream whose client stopped reading holds one read buffer
@@ -34,17 +34,10 @@ const (
 	streamUnsentLimit = 16 << 10
 )
 
-// event is one line of the event stream (protocol.md §4). Output events are
-// encoded by appendOutputEvent instead, which is much faster.
-type event struct {
-	Type         string          `json:"type"`
-	Stream       string          `json:"stream,omitempty"`
-	Cursor       *int64          `json:"cursor,omitempty"`
-	DroppedBytes *int64          `json:"dropped_bytes,omitempty"`
-	Reason       string          `json:"reason,omitempty"`
-	Status       *runtime.Status `json:"status,omitempty"`
-	NextCursor   int64           `json:"next_cursor"`
-}
+// event is one line of the event stream (protocol.md §4): the one wire
+// definition. Output events are encoded by appendOutputEvent instead, which
+// is much faster and writes the same JSON (FuzzOutputEvent).
+type event = wire.Event
 
 // eventSink receives encoded events: NDJSON lines or WebSocket frames.
 type eventSink interface {
@@ -86,7 +79,7 @@ type streamOptions struct {
 func (s *Server) streamEvents(ctx context.Context, c *runtime.Command, o streamOptions, sink eventSink) error {
 	var (
 		buf    []byte
-		recs   []ringbuf.Record
+		recs   []runtime.Record
 		line   []byte
 		cursor = o.cursor
 	)
@@ -264,7 +257,7 @@ func textFit(s []byte, budget int) int {
 
 // appendOutputEvent appends an output event for data to dst: text when data
 // is valid UTF-8, base64 otherwise.
-func appendOutputEvent(dst []byte, stream ringbuf.Stream, cursor int64, data []byte) []byte {
+func appendOutputEvent(dst []byte, stream runtime.Stream, cursor int64, data []byte) []byte {
 	dst = append(dst, `{"type":"output","stream":"`...)
 	dst = append(dst, stream.String()...)
 	dst = append(dst, `","cursor":`...)
@@ -349,6 +342,10 @@ func appendJSONText(dst, s []byte) ([]byte, bool) {
 			dst = append(dst, '\\', 'r')
 		case '\t':
 			dst = append(dst, '\\', 't')
+		case '\b': // as encoding/json writes them (wire.Event's encoding)
+			dst = append(dst, '\\', 'b')
+		case '\f':
+			dst = append(dst, '\\', 'f')
 		default:
 			dst = append(dst, '\\', 'u', '0', '0', hexDigits[b>>4], hexDigits[b&0xf])
 		}
@@ -470,8 +467,7 @@ func (s *Server) streamNDJSON(w http.ResponseWriter, r *http.Request, c *runtime
 	if err := sink.flush(); err != nil {
 		return
 	}
-	s.metrics.streamClients.Inc()
-	defer s.metrics.streamClients.Dec()
+	defer s.metrics.StreamOpened()()
 	s.streamEvents(r.Context(), c, streamOptions{
 		cursor: cursor, follow: follow, window: window, heartbeatEvery: s.opts.HeartbeatInterval,
 	}, sink)

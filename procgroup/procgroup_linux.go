@@ -16,6 +16,8 @@ import (
 
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
+
+	sysErrno "github.com/sandbox-runtime/sandbox-runtime/internal/errno"
 )
 
 const (
@@ -489,14 +491,9 @@ func lookPath(file, pathList, dir string) (string, syscall.Errno) {
 	return "", unix.ENOENT
 }
 
-// errnoOf extracts the Errno from err (EIO if there is none).
-func errnoOf(err error) syscall.Errno {
-	var errno syscall.Errno
-	if errors.As(err, &errno) {
-		return errno
-	}
-	return unix.EIO
-}
+// errnoOf is the Errno of err, EIO when it wraps none: a failed start
+// always names an errno.
+func errnoOf(err error) syscall.Errno { return sysErrno.Or(err, unix.EIO) }
 
 // Signal sends sig to the whole process group. It returns nil if the signal
 // was delivered, ErrGroupGone when the group has no members left (ESRCH) or

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 	"unicode/utf8"
@@ -269,6 +270,7 @@ func (c *Command) run(p *procgroup.Process) {
 		// One stream, read until EIO: every holder of the terminal closed it.
 		pumps.Add(1)
 		go c.pump(p.PTY, ringbuf.PTY, &pumps)
+		c.m.wg.Add(1) // the owner holds a count: Shutdown's Wait cannot have returned
 		go c.writeStdin(p.PTY)
 	} else {
 		pumps.Add(2)
@@ -278,6 +280,7 @@ func (c *Command) run(p *procgroup.Process) {
 	pipesDone := make(chan struct{})
 	go func() { pumps.Wait(); close(pipesDone) }()
 	if p.Stdin != nil {
+		c.m.wg.Add(1)
 		go c.writeStdin(p.Stdin)
 	}
 
@@ -446,6 +449,10 @@ func (c *Command) pump(f *os.File, s ringbuf.Stream, wg *sync.WaitGroup) {
 	}
 }
 
+// testHookStdinWriterExit, set by a test only, runs as writeStdin returns
+// (before its wait-group count is given back).
+var testHookStdinWriterExit atomic.Pointer[func(*Command)]
+
 // maxFinalDrain bounds the final drain of one pipe, so that a background
 // member writing without pause cannot keep the command from finishing.
 const maxFinalDrain = 1 << 20
@@ -474,7 +481,7 @@ func (c *Command) drain(f *os.File, s ringbuf.Stream, buf []byte, held int) int 
 			data := buf[:held+n]
 			cut := UTF8Prefix(data)
 			c.ring.Append(s, data[:cut])
-			c.m.obs.OutputBytes(s == ringbuf.Stdout, cut)
+			c.m.obs.OutputBytes(s != ringbuf.Stderr, cut) // a terminal's output counts as stdout, as in pump
 			held = copy(buf, data[cut:])
 		}
 		return true
@@ -498,8 +505,14 @@ func UTF8Prefix(p []byte) int {
 }
 
 // writeStdin feeds queued stdin to the pipe in order, and closes the pipe
-// after eof. It exits when stdin is closed or the command is done.
+// after eof. It exits when stdin is closed or the command is done. It counts
+// in the Manager's wait group (run adds it), so Shutdown returns only once no
+// writer is left touching a command's pipe or terminal.
 func (c *Command) writeStdin(w *os.File) {
+	defer c.m.wg.Done()
+	if hook := testHookStdinWriterExit.Load(); hook != nil {
+		defer (*hook)(c)
+	}
 	for {
 		c.mu.Lock()
 		q := &c.stdin

@@ -19,29 +19,36 @@ type systemClock struct{}
 
 func (systemClock) Now() time.Time { return time.Now() }
 
-// Observer receives the counters that the metrics endpoint exposes. Its
-// methods are called from hot paths and must not block. A nil Observer in
-// Config means none.
+// Observer receives the events of the Manager that metrics count (package
+// metrics implements it; the runtime knows nothing of how they are shown).
+// Its methods are called from hot paths and must not block. A nil Observer
+// in Config means none.
 type Observer interface {
-	CommandStarted(spawn time.Duration)
-	CommandFinished(s State, truncated bool)
-	OutputBytes(stdout bool, n int)
-	HandleEvicted()
-	HandleExpired()
-	LegacyExecuted()
+	CommandStarted(spawn time.Duration)      // a managed command's process started, after spawn
+	CommandFinished(s State, truncated bool) // it ended in state s, its ring having dropped output or not
+	SpawnFailed(class SpawnClass)            // Create could not start the process (ErrSpawnFailed)
+	OutputBytes(stdout bool, n int)          // n bytes read from a pipe (a terminal counts as stdout)
+	HandleEvicted()                          // a finished handle was dropped at the retained limit
+	HandleExpired()                          // a finished handle was dropped after its TTL
+	LegacyExecuted()                         // a legacy execution was admitted
 }
 
 type nopObserver struct{}
 
 func (nopObserver) CommandStarted(time.Duration) {}
 func (nopObserver) CommandFinished(State, bool)  {}
+func (nopObserver) SpawnFailed(SpawnClass)       {}
 func (nopObserver) OutputBytes(bool, int)        {}
 func (nopObserver) HandleEvicted()               {}
 func (nopObserver) HandleExpired()               {}
 func (nopObserver) LegacyExecuted()              {}
 
-// Config holds the limits of protocol.md §2. Zero values take the defaults of
-// DefaultConfig; Validate reports values that make no sense.
+// Config holds the limits of protocol.md §2. New (and Validate) fill every
+// zero limit, duration and count from DefaultConfig, and a nil Clock, Logger
+// or Observer with the system clock, zap.NewNop and none. BaseDir has no
+// default (it must be absolute) and neither has Env (empty: commands start
+// with an empty environment). A DefaultTimeout above MaxTimeout is lowered
+// to it. Validate reports values that make no sense.
 type Config struct {
 	MaxRunning     int           // running commands at once (SANDBOX_MAX_RUNNING)
 	MaxRetained    int           // handles retained, running + finished (SANDBOX_MAX_RETAINED)
@@ -126,7 +133,8 @@ func orDefault[T comparable](v *T, d T) {
 	}
 }
 
-// Validate reports the first inconsistency in c (after defaults are applied).
+// Validate reports every inconsistency in c (after defaults are applied),
+// joined into one error (errors.Join), nil when there is none.
 func (c Config) Validate() error {
 	c = c.withDefaults()
 	var errs []error

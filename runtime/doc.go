@@ -8,7 +8,7 @@
 //
 // Ownership: every command has exactly one owner goroutine (Command.run). It
 // waits for the process, decides when the command has ended (protocol.md §2 "End
-// of a command"), sets the final state through State.finish, closes the ring
-// and then closes the done channel. Everyone else observes a command through
+// of a command"), and Command.finish sets the final state (the transition
+// table of state.go), closes the ring and then closes the done channel. Everyone else observes a command through
 // Status snapshots, the done channel, or the ring.
 package runtime

@@ -106,8 +106,8 @@ const (
 // and nothing ran) or shutdown begins. Once the process has started, ctx no
 // longer matters: a disconnecting client does not end it. On success the
 // caller must call ExecResult.Release. Errors: ctx.Err(), ErrShuttingDown,
-// ErrInvalid (empty argv), or a *procgroup.StartError wrapped with
-// ErrSpawnFailed.
+// ErrInvalid (empty argv), or an error wrapping ErrSpawnFailed that
+// StartFailureOf explains.
 func (m *Manager) Execute(ctx context.Context, argv []string, timeout time.Duration) (ExecResult, error) {
 	if len(argv) == 0 {
 		return ExecResult{}, invalidf("argv must not be empty")

@@ -177,6 +177,9 @@ func (m *Manager) Create(r CreateRequest) (Status, bool, error) {
 		m.mu.Unlock()
 		m.wg.Done()
 		close(c.startedCh)
+		if !errors.Is(c.startErr, ErrResourceExhausted) { // that one is answered 503, not counted as a failed start
+			m.obs.SpawnFailed(SpawnClassOf(err))
+		}
 		c.log.Info("command spawn failed", zap.String("argv0", s.argv[0]), zap.Error(err))
 		return Status{}, false, c.startErr
 	}

@@ -151,3 +151,38 @@ func findSessionLeader(cmdline string) int {
 	}
 	return 0
 }
+
+// TestShutdownWaitsForStdinWriter: the goroutine that feeds a command's stdin
+// counts in the Manager's wait group, so Shutdown cannot report "all done"
+// while it still runs. The writer is held at its exit (a test hook); a
+// Shutdown with a short budget must then time out instead of returning nil.
+// Without the writer in the wait group it returns nil (the owner goroutine
+// has finished), and this test fails.
+func TestShutdownWaitsForStdinWriter(t *testing.T) {
+	m := newManager(t, nil)
+	held, release := make(chan struct{}), make(chan struct{})
+	const marker = "exit 0 # TestShutdownWaitsForStdinWriter"
+	hook := func(c *Command) {
+		if len(c.spec.argv) == 3 && c.spec.argv[2] == marker {
+			close(held)
+			<-release
+		}
+	}
+	testHookStdinWriterExit.Store(&hook)
+	defer testHookStdinWriterExit.Store(nil)
+	if _, _, err := m.Create(CreateRequest{Argv: []string{"sh", "-c", marker}, Stdin: true}); err != nil {
+		t.Fatal(err)
+	}
+	<-held // the command finished and its writer is at its exit
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	err := m.Shutdown(ctx)
+	cancel()
+	if err == nil {
+		close(release)
+		t.Fatal("Shutdown returned nil while the stdin writer of a command was still running")
+	}
+	close(release)
+	if err := m.Shutdown(context.Background()); err != nil {
+		t.Fatalf("Shutdown after the writer left: %v", err)
+	}
+}

@@ -32,7 +32,14 @@
 // file) exits 2 with one plain line on stderr, before anything is logged.
 // Unknown SANDBOX_ variables are logged as warnings.
 //
-// No other package reads the environment.
+// Settings are read from the environment in this package only (loadConfig;
+// the CLI's SANDBOX_RUNTIME_URL and SANDBOX_RUNTIME_TOKEN[_FILE] in cli.go):
+// no package the daemon links reads a SANDBOX_ variable. The daemon's own
+// environment is handed to runtime.Config.Env here as the one commands start
+// from; the only other read is procgroup's fallback to the daemon's PATH
+// when a command's environment has no PATH of its own. (The test launcher
+// internal/daemontest filters the environment it starts daemons with.)
+// internal/deps/env_test.go keeps this true.
 package main
 
 import (
@@ -54,8 +61,9 @@ import (
 	"golang.org/x/term"
 
 	"github.com/sandbox-runtime/sandbox-runtime/api"
+	"github.com/sandbox-runtime/sandbox-runtime/legacy"
+	"github.com/sandbox-runtime/sandbox-runtime/metrics"
 	"github.com/sandbox-runtime/sandbox-runtime/procgroup"
-	"github.com/sandbox-runtime/sandbox-runtime/runtime"
 )
 
 // version is stamped at build time with -ldflags "-X main.version=…".
@@ -162,17 +170,16 @@ func run(ctx context.Context, stopSignals func(), cfg *config, log *zap.Logger, 
 	defer reaper.Close()
 	iso := isolate(reaper, cfg, log)
 
-	metrics := api.NewMetrics(nil)
 	rc := cfg.runtimeConfig()
 	rc.Logger = log
-	rc.Observer = metrics
-	m, err := runtime.New(rc, reaper)
+	m, met, err := metrics.NewManager(rc, reaper, version)
 	if err != nil {
 		return &startError{err}
 	}
 	defer m.Close()
-	metrics.Bind(m, reaper.OrphansReaped)
 
+	// The legacy API is mounted on the one server, behind its middleware.
+	lh := legacy.New(m, legacy.Options{BaseDir: cfg.BaseDir, HeartbeatInterval: cfg.HeartbeatInterval, Logger: log})
 	srv := api.New(m, api.Options{
 		Version:           version,
 		BaseDir:           cfg.BaseDir,
@@ -180,10 +187,13 @@ func run(ctx context.Context, stopSignals func(), cfg *config, log *zap.Logger, 
 		HeartbeatInterval: cfg.HeartbeatInterval,
 		AllowedOrigins:    cfg.AllowedOrigins,
 		Logger:            log,
-		Metrics:           metrics,
+		Metrics:           met,
 
 		Isolation:       iso,
 		ReservedThreads: procgroup.DefaultReservedThreads,
+
+		Routes: lh.Routes(),
+		Refuse: legacy.Refuse,
 	})
 	ln := cfg.listener
 	if ln == nil {

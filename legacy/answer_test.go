@@ -1,4 +1,4 @@
-package api
+package legacy
 
 import (
 	"bytes"
@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sandbox-runtime/sandbox-runtime/httpx"
+	"github.com/sandbox-runtime/sandbox-runtime/pycompat"
 	"github.com/sandbox-runtime/sandbox-runtime/runtime"
 )
 
@@ -15,7 +17,7 @@ import (
 // the streaming encoder must match byte for byte.
 func answerModel(stdout, stderr []byte, res runtime.ExecResult) []byte {
 	text := func(b []byte) string {
-		s := pyDecodeUTF8(b)
+		s := pycompat.DecodeUTF8(b)
 		return strings.ReplaceAll(strings.ReplaceAll(s, "\r\n", "\n"), "\r", "\n")
 	}
 	out := legacyExecResponse{Stdout: text(stdout), Stderr: text(stderr), ExitCode: res.ExitCode}
@@ -35,7 +37,7 @@ func answerModel(stdout, stderr []byte, res runtime.ExecResult) []byte {
 		}
 		out.Stderr += n + "\n"
 	}
-	return marshal(out)
+	return httpx.Marshal(out)
 }
 
 // answerStreamed encodes stdout and stderr cut into the given chunks.

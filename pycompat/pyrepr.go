@@ -1,5 +1,5 @@
-// Package pyrepr formats values the way CPython's repr() and str() do, so
-// that Python error messages can be reproduced byte for byte.
+// repr() and str(): values formatted the way CPython does, so that Python
+// error messages can be reproduced byte for byte.
 //
 // The behaviour matches CPython 3.11 on Linux with glibc: String follows
 // Python 3's repr(str) with the str.isprintable() rules of Unicode 14.0.0
@@ -15,7 +15,8 @@
 // errors="replace"; text decoded with errors="surrogateescape" (as
 // os.fsdecode does) would instead show '\udcXX' escapes, which this
 // package does not attempt to reproduce.
-package pyrepr
+
+package pycompat
 
 import (
 	"fmt"
@@ -141,7 +142,7 @@ func Float(f float64) string {
 	i := strings.LastIndexByte(e, 'e')
 	exp, err := strconv.Atoi(e[i+1:])
 	if err != nil {
-		panic("pyrepr: unexpected float format " + e)
+		panic("pycompat: unexpected float format " + e)
 	}
 	// Python's float_repr_style "short" uses exponent notation when the
 	// decimal point position decpt = exp+1 satisfies decpt <= -4 or

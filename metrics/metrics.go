@@ -1,11 +1,14 @@
-package api
+// Package metrics is the Prometheus side of sandbox-runtime (protocol.md §3
+// GET /metrics): it observes the runtime through runtime.Observer (commands
+// started, finished, failed starts, output bytes, evictions, expiry, legacy
+// runs) and counts the HTTP requests the transport reports to it. It is the
+// one package that imports the Prometheus client.
+package metrics
 
 import (
-	"errors"
 	"net/http"
 	goruntime "runtime"
 	"strconv"
-	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -16,8 +19,10 @@ import (
 )
 
 // Metrics holds the Prometheus collectors of protocol.md §3 GET /metrics. It
-// implements runtime.Observer; give it to runtime.Config before creating the
-// Manager, then Bind it to the Manager for the gauges.
+// implements runtime.Observer. Build it with NewManager, the one constructor:
+// the Observer must exist before the Manager, the gauges read the Manager
+// after. A nil *Metrics is valid and counts nothing (its ServeHTTP answers
+// 404).
 type Metrics struct {
 	reg *prometheus.Registry
 
@@ -38,7 +43,7 @@ type Metrics struct {
 	httpRequests  *prometheus.CounterVec   // route, method, status
 	httpDuration  *prometheus.HistogramVec // route, method
 	refusals      *prometheus.CounterVec   // reason: the error code answered
-	spawnFailures *prometheus.CounterVec   // class: spawnClass
+	spawnFailures *prometheus.CounterVec   // class: runtime.SpawnClass
 	buildInfo     *prometheus.GaugeVec     // version, go_version
 
 	handler http.Handler
@@ -46,9 +51,33 @@ type Metrics struct {
 
 const ns = "sandbox_runtime"
 
-// NewMetrics returns the collectors on a fresh registry. m may be nil and
-// set later with Bind (the Manager needs the Observer before it exists).
-func NewMetrics(m *runtime.Manager) *Metrics {
+// NewManager creates the Manager of rc (runtime.New) observed by a new
+// Metrics, whose gauges read that Manager (running, retained) and reaper
+// (orphans reaped), and whose build_info carries version. rc.Observer is
+// replaced by the Metrics.
+func NewManager(rc runtime.Config, reaper *runtime.Reaper, version string) (*runtime.Manager, *Metrics, error) {
+	x := newCollectors()
+	rc.Observer = x
+	m, err := runtime.New(rc, reaper)
+	if err != nil {
+		return nil, nil, err
+	}
+	x.reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: ns, Name: "commands_running", Help: "Managed commands running now."},
+			func() float64 { r, _ := m.Counts(); return float64(r) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: ns, Name: "commands_retained", Help: "Handles retained now (running and finished)."},
+			func() float64 { _, r := m.Counts(); return float64(r) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: ns, Name: "orphans_reaped_total",
+			Help: "Children reaped that were not started by the runtime (orphaned grandchildren)."},
+			func() float64 { return float64(reaper.OrphansReaped()) }),
+	)
+	x.buildInfo.WithLabelValues(version, goruntime.Version()).Set(1)
+	return m, x, nil
+}
+
+// newCollectors returns the collectors that do not read the Manager, on a
+// fresh registry.
+func newCollectors() *Metrics {
 	reg := prometheus.NewRegistry()
 	x := &Metrics{
 		reg:      reg,
@@ -81,8 +110,8 @@ func NewMetrics(m *runtime.Manager) *Metrics {
 	for _, s := range []string{"exited", "cancelled", "timed_out", "terminated"} {
 		x.finished.WithLabelValues(s)
 	}
-	for _, c := range spawnClasses {
-		x.spawnFailures.WithLabelValues(c)
+	for _, c := range runtime.SpawnClasses {
+		x.spawnFailures.WithLabelValues(string(c))
 	}
 	for _, r := range []string{"too_many_running", "too_large", "stdin_full", "unauthorized"} {
 		x.refusals.WithLabelValues(r) // present at 0, so rate() and alerts see them from the start
@@ -91,30 +120,17 @@ func NewMetrics(m *runtime.Manager) *Metrics {
 		x.streamClients, x.websocketClients, x.httpRequests, x.httpDuration, x.refusals, x.spawnFailures, x.buildInfo,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	x.handler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
-	if m != nil {
-		x.Bind(m, nil)
-	}
 	return x
 }
 
-// Bind registers the gauges that read the Manager (running, retained) and,
-// when orphans is non-nil, the reaped-orphans counter.
-func (x *Metrics) Bind(m *runtime.Manager, orphans func() uint64) {
-	x.reg.MustRegister(
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: ns, Name: "commands_running", Help: "Managed commands running now."},
-			func() float64 { r, _ := m.Counts(); return float64(r) }),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: ns, Name: "commands_retained", Help: "Handles retained now (running and finished)."},
-			func() float64 { _, r := m.Counts(); return float64(r) }),
-	)
-	if orphans != nil {
-		x.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: ns, Name: "orphans_reaped_total",
-			Help: "Children reaped that were not started by the runtime (orphaned grandchildren)."},
-			func() float64 { return float64(orphans()) }))
+// ServeHTTP serves the Prometheus text format (404 on a nil Metrics).
+func (x *Metrics) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if x == nil {
+		http.NotFound(w, r)
+		return
 	}
+	x.handler.ServeHTTP(w, r)
 }
-
-// ServeHTTP serves the Prometheus text format.
-func (x *Metrics) ServeHTTP(w http.ResponseWriter, r *http.Request) { x.handler.ServeHTTP(w, r) }
 
 // CommandStarted implements runtime.Observer.
 func (x *Metrics) CommandStarted(spawn time.Duration) {
@@ -148,22 +164,43 @@ func (x *Metrics) HandleExpired() { x.expired.Inc() }
 // LegacyExecuted implements runtime.Observer.
 func (x *Metrics) LegacyExecuted() { x.legacy.Inc() }
 
-// SetBuild sets sandbox_runtime_build_info{version, go_version} to 1.
-func (x *Metrics) SetBuild(version string) {
-	x.buildInfo.WithLabelValues(version, goruntime.Version()).Set(1)
+// SpawnFailed implements runtime.Observer.
+func (x *Metrics) SpawnFailed(class runtime.SpawnClass) {
+	x.spawnFailures.WithLabelValues(string(class)).Inc()
 }
 
-// observeRequest records one answered request; code is the error code of a
-// 4xx/5xx answer and err the error behind it, when there was one.
-func (x *Metrics) observeRequest(route, method string, status int, d time.Duration, code string, err error) {
+// StreamOpened counts an open NDJSON output stream until the returned
+// function is called.
+func (x *Metrics) StreamOpened() (closed func()) {
+	if x == nil {
+		return func() {}
+	}
+	x.streamClients.Inc()
+	return x.streamClients.Dec
+}
+
+// WebSocketOpened counts an open WebSocket attachment until the returned
+// function is called.
+func (x *Metrics) WebSocketOpened() (closed func()) {
+	if x == nil {
+		return func() {}
+	}
+	x.websocketClients.Inc()
+	return x.websocketClients.Dec
+}
+
+// ObserveRequest records one answered request (the transport calls it for
+// every request); route is its route pattern, code the error code of a
+// 4xx/5xx answer.
+func (x *Metrics) ObserveRequest(route, method string, status int, d time.Duration, code string) {
+	if x == nil {
+		return
+	}
 	method = metricMethod(method)
 	x.httpRequests.WithLabelValues(route, method, strconv.Itoa(status)).Inc()
 	x.httpDuration.WithLabelValues(route, method).Observe(d.Seconds())
 	if status >= 400 && code != "" {
 		x.refusals.WithLabelValues(code).Inc()
-	}
-	if code == "spawn_failed" {
-		x.spawnFailures.WithLabelValues(spawnClass(err)).Inc()
 	}
 }
 
@@ -172,29 +209,6 @@ func metricMethod(m string) string {
 	switch m {
 	case "GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS":
 		return m
-	}
-	return "other"
-}
-
-// spawnClasses are the values of spawn_failures_total's class label.
-var spawnClasses = []string{"not_found", "permission", "exec_format", "resources", "other"}
-
-// spawnClass classifies why a command could not be started, from the errno
-// the runtime wraps.
-func spawnClass(err error) string {
-	var errno syscall.Errno
-	if !errors.As(err, &errno) {
-		return "other"
-	}
-	switch errno {
-	case syscall.ENOENT, syscall.ENOTDIR:
-		return "not_found"
-	case syscall.EACCES, syscall.EPERM, syscall.EISDIR:
-		return "permission"
-	case syscall.ENOEXEC:
-		return "exec_format"
-	case syscall.EAGAIN, syscall.ENOMEM, syscall.EMFILE, syscall.ENFILE, syscall.ENOSPC, syscall.E2BIG:
-		return "resources"
 	}
 	return "other"
 }

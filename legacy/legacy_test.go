@@ -1,4 +1,4 @@
-package api
+package legacy
 
 import (
 	"bufio"
@@ -23,6 +23,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandbox-runtime/sandbox-runtime/api"
+	"github.com/sandbox-runtime/sandbox-runtime/httpx"
 	"github.com/sandbox-runtime/sandbox-runtime/runtime"
 )
 
@@ -152,7 +154,7 @@ func TestLegacyReplay(t *testing.T) {
 // replayOne runs one case and returns pass, deviation, lenient or fail.
 func replayOne(t *testing.T, c replayCase) string {
 	var base string
-	ts := newTestServer(t, func(cfg *runtime.Config, o *Options) {
+	ts := newTestServer(t, func(cfg *runtime.Config, o *api.Options) {
 		real, err := filepath.EvalSymlinks(cfg.BaseDir)
 		if err != nil {
 			t.Fatal(err)
@@ -724,7 +726,7 @@ func legacyOpenFIFO(t *testing.T, path string) *os.File {
 }
 
 func TestLegacyExecuteHeartbeat(t *testing.T) {
-	ts := newTestServer(t, func(_ *runtime.Config, o *Options) { o.HeartbeatInterval = 20 * time.Millisecond })
+	ts := newTestServer(t, func(_ *runtime.Config, o *api.Options) { o.HeartbeatInterval = 20 * time.Millisecond })
 	fifo := filepath.Join(ts.BaseDir, "fifo")
 	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
 		t.Fatal(err)
@@ -782,7 +784,7 @@ func legacyExecCount(t *testing.T, ts *testServer) string {
 }
 
 func TestLegacyExecuteTimeoutHeader(t *testing.T) {
-	ts := newTestServer(t, func(c *runtime.Config, _ *Options) { c.MaxTimeout = 2 * time.Second })
+	ts := newTestServer(t, func(c *runtime.Config, _ *api.Options) { c.MaxTimeout = 2 * time.Second })
 	cases := []struct {
 		name, command, header, stderr string
 		max                           time.Duration
@@ -816,7 +818,7 @@ func TestLegacyExecuteTimeoutHeader(t *testing.T) {
 }
 
 func TestLegacyExecuteTruncation(t *testing.T) {
-	ts := newTestServer(t, func(c *runtime.Config, _ *Options) { c.LegacyOutputLimit = 100 })
+	ts := newTestServer(t, func(c *runtime.Config, _ *api.Options) { c.LegacyOutputLimit = 100 })
 	cases := []struct {
 		name, command string
 		want          legacyExecResponse
@@ -844,7 +846,7 @@ func TestLegacyExecuteTruncation(t *testing.T) {
 func TestLegacyExecuteNever5xx(t *testing.T) {
 	ts := newTestServer(t, nil)
 	t.Run("body over 1 MiB", func(t *testing.T) {
-		body := `{"command": "echo ` + strings.Repeat("x", maxJSONBody) + `"}`
+		body := `{"command": "echo ` + strings.Repeat("x", httpx.MaxJSONBody) + `"}`
 		resp, err := http.Post(ts.URL+"/execute", "application/json", strings.NewReader(body))
 		if err != nil {
 			t.Fatal(err)
@@ -929,135 +931,6 @@ func TestLegacyExecuteNever5xx(t *testing.T) {
 			t.Errorf("after shutdown: got %d %+v; want 200 %+v", status, out, want)
 		}
 	})
-}
-
-// TestPyDecodeUTF8 pins Python's errors="replace" (one U+FFFD per maximal
-// invalid subpart).
-func TestPyDecodeUTF8(t *testing.T) {
-	for in, want := range map[string]string{
-		"ok":               "ok",
-		"a\xffb":           "a\ufffdb",
-		"\xff\xfe":         "\ufffd\ufffd",
-		"\xe2\x80x":        "\ufffdx",
-		"\xed\xa0\x80":     "\ufffd\ufffd\ufffd",
-		"\xf0\x9f\x98":     "\ufffd",
-		"caf\xc3\xa9\xc3":  "café\ufffd",
-		"\xef\xbf\xbd":     "\ufffd",
-		"\xc0\xaf":         "\ufffd\ufffd",
-		"\xf4\x90\x80\x80": "\ufffd\ufffd\ufffd\ufffd",
-	} {
-		if got := pyDecodeUTF8([]byte(in)); got != want {
-			t.Errorf("pyDecodeUTF8(%q) = %q; want %q", in, got, want)
-		}
-	}
-}
-
-// TestResolveUnder pins the realpath-style resolution and confinement.
-func TestResolveUnder(t *testing.T) {
-	base, err := filepath.EvalSymlinks(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	outside, _ := filepath.EvalSymlinks(t.TempDir())
-	must := func(err error) {
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	must(os.MkdirAll(filepath.Join(base, "dir/sub"), 0o755))
-	must(os.WriteFile(filepath.Join(base, "dir/f"), nil, 0o644))
-	must(os.Symlink("..", filepath.Join(base, "dir/sub/up")))
-	must(os.Symlink(outside, filepath.Join(base, "out")))
-	must(os.Symlink("/nonexistent-target", filepath.Join(base, "dangling-out")))
-	must(os.Symlink("nowhere", filepath.Join(base, "dangling-in")))
-	must(os.Symlink(filepath.Join(base, "dir"), filepath.Join(base, "abs-in")))
-	must(os.Symlink("loop", filepath.Join(base, "loop")))
-	for rel, want := range map[string]string{
-		"":                                   base,
-		"/":                                  base,
-		"//dir/./sub/":                       base + "/dir/sub",
-		"dir/../dir/f":                       base + "/dir/f",
-		"dir/f/":                             base + "/dir/f",
-		"dir/f/x":                            base + "/dir/f/x",
-		"missing/../dir":                     base + "/dir",
-		"dir/sub/up/f":                       base + "/dir/f",
-		"dir/sub/up/../x":                    base + "/x",
-		"abs-in/f":                           base + "/dir/f",
-		"dangling-in":                        base + "/nowhere",
-		"loop/x":                             base + "/loop/x",
-		"..":                                 "forbidden",
-		"../" + filepath.Base(base) + "/dir": base + "/dir",
-		"dir/../../x":                        "forbidden",
-		"out":                                "forbidden",
-		"out/secret":                         "forbidden",
-		"dangling-out":                       "forbidden",
-		"a\x00b":                             "nul",
-	} {
-		got, err := resolveUnder(base, rel)
-		switch {
-		case errors.Is(err, errForbidden):
-			got = "forbidden"
-		case errors.Is(err, errNULPath):
-			got = "nul"
-		case err != nil:
-			got = err.Error()
-		}
-		if got != want {
-			t.Errorf("resolveUnder(%q) = %q; want %q", rel, got, want)
-		}
-	}
-}
-
-// TestPyParseJSONErrors pins messages and positions against CPython 3.11's
-// json.loads (values printed by python3).
-func TestPyParseJSONErrors(t *testing.T) {
-	for doc, want := range map[string]string{
-		`{"command": "x",}`:  "Expecting property name enclosed in double quotes@16",
-		"{\n\"command\" 1}":  "Expecting ':' delimiter@12",
-		`{"command": "x"} x`: "Extra data@17",
-		"not json":           "Expecting value@0",
-		"[1,]":               "Expecting value@3",
-		`{"a": "\x"}`:        "Invalid \\escape@7",
-		`"abc`:               "Unterminated string starting at@0",
-		`{"a":"\u12"}`:       "Invalid \\uXXXX escape@7",
-		"1.":                 "Extra data@1",
-		"-":                  "Expecting value@0",
-		"[":                  "Expecting value@1",
-		"{":                  "Expecting property name enclosed in double quotes@1",
-		`{"a" :`:             "Expecting value@6",
-		`"\ud800\u12"`:       "Invalid \\uXXXX escape@8",
-		"\"a\tb\"":           "Invalid control character at@2",
-		`{"a": NaN, "b": -Infinity, "c": [1e5, -0, "\ud83d\ude00"]}`: "",
-	} {
-		_, err := pyParseJSON([]rune(doc))
-		got := ""
-		var je *pyJSONError
-		if errors.As(err, &je) {
-			got = fmt.Sprintf("%s@%d", je.msg, je.pos)
-		} else if err != nil {
-			got = err.Error()
-		}
-		if got != want {
-			t.Errorf("pyParseJSON(%q): %q; want %q", doc, got, want)
-		}
-	}
-}
-
-func TestPartDisposition(t *testing.T) {
-	for h, want := range map[string][2]string{
-		`form-data; name="file"; filename="a/b.txt"`:         {"file", "a/b.txt"},
-		`form-data; name=file; filename=plain.txt`:           {"file", "plain.txt"},
-		`form-data; name="file"; filename="C:\\x\\evil.txt"`: {"file", "evil.txt"},
-		`form-data; name="file"; filename="\\\\srv\\s\\y"`:   {"file", "y"},
-		`form-data; name="file"; filename="q\"uote"`:         {"file", `q"uote`},
-		"form-data; name=\"file\"; filename=\"caf\xe9\"":     {"file", "café"}, // Latin-1
-		`form-data; NAME="file"; FileName="up.txt"`:          {"file", "up.txt"},
-	} {
-		name, filename, _, hasFilename := partDisposition(h)
-		if name != want[0] || filename != want[1] || !hasFilename {
-			t.Errorf("partDisposition(%q) = %q, %q; want %q, %q", h, name, filename, want[0], want[1])
-		}
-	}
 }
 
 // TestLegacyFIFO: a FIFO is not a file to download (404 at once, not a hang

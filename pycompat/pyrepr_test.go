@@ -1,4 +1,4 @@
-package pyrepr
+package pycompat
 
 import (
 	"encoding/json"

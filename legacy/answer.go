@@ -1,4 +1,4 @@
-package api
+package legacy
 
 import (
 	"bufio"
@@ -10,8 +10,8 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/sandbox-runtime/sandbox-runtime/procgroup"
-	"github.com/sandbox-runtime/sandbox-runtime/pyrepr"
+	"github.com/sandbox-runtime/sandbox-runtime/httpx"
+	"github.com/sandbox-runtime/sandbox-runtime/pycompat"
 	"github.com/sandbox-runtime/sandbox-runtime/runtime"
 )
 
@@ -41,17 +41,17 @@ const (
 // legacyExecFailure is the answer when the outcome is not an output (the
 // command could not run, or timed out), and ok is then true.
 func legacyExecFailure(argv []string, seconds float64, res *runtime.ExecResult, err error) (legacyExecResponse, bool) {
-	var se *procgroup.StartError
+	if f, ok := runtime.StartFailureOf(err); ok {
+		return execFailed(pycompat.OSError(f.Errno, f.Path)), true
+	}
 	switch {
-	case errors.As(err, &se):
-		return execFailed(pyrepr.OSError(se.Errno, se.Path)), true
 	case errors.Is(err, runtime.ErrShuttingDown):
 		return execFailed("the sandbox runtime is shutting down"), true
 	case err != nil:
 		return execFailed(err.Error()), true
 	case res.TimedOut:
 		// subprocess.TimeoutExpired: the output read so far is dropped.
-		return execFailed(fmt.Sprintf("Command '%s' timed out after %s seconds", pyrepr.List(argv), pyrepr.Float(seconds))), true
+		return execFailed(fmt.Sprintf("Command '%s' timed out after %s seconds", pycompat.List(argv), pycompat.Float(seconds))), true
 	}
 	return legacyExecResponse{}, false
 }
@@ -62,7 +62,7 @@ func legacyExecFailure(argv []string, seconds float64, res *runtime.ExecResult, 
 // shutdown notes appended to stderr.
 func writeLegacyExecAnswer(w io.Writer, argv []string, seconds float64, res *runtime.ExecResult, err error) error {
 	if fail, ok := legacyExecFailure(argv, seconds, res, err); ok {
-		_, err := w.Write(marshal(fail))
+		_, err := w.Write(httpx.Marshal(fail))
 		return err
 	}
 	bw := bufio.NewWriterSize(w, answerBufSize)
@@ -129,7 +129,7 @@ func (d *deadlineWriter) Write(p []byte) (int, error) {
 // legacyTextEncoder decodes output like Python's text-mode pipes and
 // writes it as the inside of a JSON string, one chunk at a time: invalid
 // UTF-8 becomes U+FFFD per maximal subpart (protocol.md §5; like
-// pyDecodeUTF8), "\r\n" and "\r" become "\n", and the escaping is
+// pycompat.DecodeUTF8), "\r\n" and "\r" become "\n", and the escaping is
 // encoding/json's without HTML escaping. A sequence cut by a chunk boundary
 // is carried into the next chunk, so the result does not depend on where
 // the chunks end.
@@ -191,7 +191,7 @@ func (e *legacyTextEncoder) decode(b []byte, upto int, final bool) int {
 			return i
 		}
 		e.char(utf8.RuneError, nil)
-		i += invalidUTF8Len(b[i:])
+		i += pycompat.InvalidUTF8Len(b[i:])
 	}
 	return i
 }

@@ -1,0 +1,4 @@
+// Package deps holds the dependency test of the module (deps_test.go): the
+// import graph of the project's packages, as `go list -deps -json` reports
+// it, must follow the one-way flow that README.md's Layout describes.
+package deps

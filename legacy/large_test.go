@@ -1,0 +1,46 @@
+package legacy
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sandbox-runtime/sandbox-runtime/api"
+	"github.com/sandbox-runtime/sandbox-runtime/runtime"
+)
+
+// TestLegacyExecuteLargeCommand: a command over httpx.BigBody, split again once
+// it has an execution slot, runs exactly as a small one would, also when
+// it had to wait for the only slot.
+func TestLegacyExecuteLargeCommand(t *testing.T) {
+	ts := newTestServer(t, func(c *runtime.Config, _ *api.Options) { c.MaxExecutions = 1 })
+	words := strings.Repeat(" ab", 30000) // 90,000 bytes
+	type res struct {
+		code int
+		out  legacyExecResponse
+	}
+	first := make(chan res, 1)
+	go func() {
+		code, out := legacyExec(t, ts.URL, "sh -c 'sleep 0.5; echo first'", nil)
+		first <- res{code, out}
+	}()
+	time.Sleep(100 * time.Millisecond)
+	code, out := legacyExec(t, ts.URL, "echo"+words, nil)
+	if code != 200 || out.ExitCode != 0 || out.Stdout != strings.TrimPrefix(words, " ")+"\n" {
+		t.Errorf("large command: %d exit %d stdout %d bytes %q…; want the words back", code, out.ExitCode, len(out.Stdout), out.Stdout[:min(40, len(out.Stdout))])
+	}
+	if f := <-first; f.code != 200 || f.out.Stdout != "first\n" {
+		t.Errorf("first call: %d %+v", f.code, f.out)
+	}
+	// A large command that does not split is refused like a small one.
+	code, out = legacyExec(t, ts.URL, "echo"+words+" 'unterminated", nil)
+	if code != 200 || out.ExitCode != 1 || !strings.Contains(out.Stderr, "Failed to execute command: ") {
+		t.Errorf("large unsplittable command: %d %+v", code, out)
+	}
+	select {
+	case ts.Legacy.execSlots <- struct{}{}:
+		<-ts.Legacy.execSlots
+	default:
+		t.Errorf("an execution place was not given back")
+	}
+}

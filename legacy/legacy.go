@@ -1,0 +1,762 @@
+// Package legacy is the legacy API (protocol.md §5): what the Python runtime
+// image served, answer for answer: GET /, POST /execute, POST /upload and GET
+// /download, /list, /exists. It changes when that contract (the recorded
+// corpus) does. The handlers are mounted on the api server as extra routes
+// (Handlers.Routes, api.Options.Routes), behind its middleware; Python's own
+// behaviours come from package pycompat, commands from runtime.
+//
+// The recorded corpus in testdata/legacy pins the details; the
+// replay test in legacy_test.go checks every case. Where this file follows a
+// Python quirk on purpose, the comment says which. The recorded corpus in testdata/legacy pins the details; the
+// replay test in legacy_test.go checks every case. Where this file follows a
+// Python quirk on purpose, the comment says which.
+//
+// Decisions where the corpus leaves a choice:
+//   - A non-string "command" is coerced like pydantic 1 did (5 → "5",
+//     true → "True", 1.5 → "1.5"), as recorded, rather than refused.
+//   - Bodies are decoded like Python's json.loads on bytes: a UTF-8 BOM and
+//     UTF-16/32 bodies are accepted, as recorded.
+//   - /download ignores Range and conditional headers (200 with the whole
+//     file), as recorded.
+//   - /upload has no size limit of its own (the disk is the limit); the part
+//     is streamed to a temporary file in the base dir and moved into place.
+package legacy
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"mime"
+	"mime/multipart"
+	"net/http"
+	"net/url"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/google/uuid"
+	"go.uber.org/zap"
+
+	"github.com/sandbox-runtime/sandbox-runtime/fsroot"
+	"github.com/sandbox-runtime/sandbox-runtime/httpx"
+	sysErrno "github.com/sandbox-runtime/sandbox-runtime/internal/errno"
+	"github.com/sandbox-runtime/sandbox-runtime/pycompat"
+	"github.com/sandbox-runtime/sandbox-runtime/runtime"
+)
+
+// legacyParseError is FastAPI's answer to a body it could not decode.
+const legacyParseError = "There was an error parsing the body"
+
+func (s *Handlers) legacyRoot(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok", "message": "Sandbox Runtime is active."})
+}
+
+// legacyDetail writes a framework-style {"detail": …} error.
+func legacyDetail(w http.ResponseWriter, status int, detail any) {
+	writeJSON(w, status, map[string]any{"detail": detail})
+}
+
+// legacyMessage writes a handler-style {"message": …} answer.
+func legacyMessage(w http.ResponseWriter, status int, msg string) {
+	writeJSON(w, status, map[string]string{"message": msg})
+}
+
+// pydanticError is one item of a pydantic 1 validation error list.
+type pydanticError struct {
+	Loc  []any  `json:"loc"`
+	Msg  string `json:"msg"`
+	Type string `json:"type"`
+	Ctx  any    `json:"ctx,omitempty"`
+}
+
+// legacyFailure is a refusal of a legacy request before anything ran.
+type legacyFailure struct {
+	status int
+	detail any
+}
+
+func validationFailure(msg, typ string, loc ...any) *legacyFailure {
+	return &legacyFailure{status: http.StatusUnprocessableEntity, detail: []pydanticError{{Loc: loc, Msg: msg, Type: typ}}}
+}
+
+// pydanticJSONError is the pydantic 1 item FastAPI made of a JSONDecodeError.
+func pydanticJSONError(e *pycompat.JSONError, doc []rune) pydanticError {
+	lineno, colno := e.LineCol(doc)
+	type ctx struct {
+		Msg    string `json:"msg"`
+		Doc    string `json:"doc"`
+		Pos    int    `json:"pos"`
+		Lineno int    `json:"lineno"`
+		Colno  int    `json:"colno"`
+	}
+	return pydanticError{
+		Loc:  []any{"body", e.Pos},
+		Msg:  fmt.Sprintf("%s: line %d column %d (char %d)", e.Msg, lineno, colno, e.Pos),
+		Type: "value_error.jsondecode",
+		Ctx:  ctx{Msg: e.Msg, Doc: string(doc), Pos: e.Pos, Lineno: lineno, Colno: colno},
+	}
+}
+
+// ---- POST /execute -------------------------------------------------------
+
+// legacyExecResponse is the body of every answer of /execute once the
+// request is valid (keys in Python's order).
+type legacyExecResponse struct {
+	Stdout   string `json:"stdout"`
+	Stderr   string `json:"stderr"`
+	ExitCode int    `json:"exit_code"`
+}
+
+// execFailed is the answer for a command that could not be run.
+func execFailed(reason string) legacyExecResponse {
+	return legacyExecResponse{Stderr: "Failed to execute command: " + reason, ExitCode: 1}
+}
+
+// legacyExecute is POST /execute. Once the body is valid the answer is
+// always 200: the headers are flushed at once, a space is written every
+// HeartbeatInterval while the command runs, then the JSON follows (leading
+// whitespace is valid JSON). Legacy clients retry on 5xx and on a read
+// timeout before the headers, which would run the command twice.
+//
+// At most MaxExecutions calls run at once (runtime.Manager.Execute): a call
+// beyond that gets the same 200 and heartbeats while it waits for a slot,
+// and runs when one frees; its timeout starts then. A call whose client
+// leaves while it waits never runs. The answer is encoded as it is written
+// (writeLegacyExecAnswer).
+func (s *Handlers) legacyExecute(w http.ResponseWriter, r *http.Request) {
+	body, err := readLegacyBody(w, r)
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			legacyDetail(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("Request body is over %d bytes", httpx.MaxJSONBody))
+			return
+		}
+		legacyDetail(w, http.StatusBadRequest, legacyParseError)
+		return
+	}
+	// A large body is parsed and split in its decode turn (bodyread.go).
+	leave, err := httpx.EnterDecode(r.Context(), len(body))
+	if err != nil {
+		return // the client left
+	}
+	command, fail := parseExecuteBody(r.Header.Get("Content-Type"), body)
+	body = nil
+	if fail != nil {
+		leave()
+		legacyDetail(w, fail.status, fail.detail)
+		return
+	}
+	timeout, seconds := s.legacyTimeout(r)
+	argv, failed := splitCommand(command)
+	if failed != "" {
+		leave()
+		writeJSON(w, http.StatusOK, execFailed(failed))
+		return
+	}
+	if len(command) > httpx.BigBody {
+		// The words of a large command cost many times its size (16 bytes a
+		// word and more): a call that waits for an execution slot keeps the
+		// command only (a copy of its own, holding nothing of the body or
+		// the parser), and splits it again once it has a slot.
+		argv, command = nil, strings.Clone(command)
+	} else {
+		command = ""
+	}
+	leave()
+
+	type outcome struct {
+		res  runtime.ExecResult
+		argv []string
+		err  error
+		slot bool // an execSlots place to give back after res
+	}
+	release := func(o *outcome) {
+		o.res.Release()
+		if o.slot {
+			<-s.execSlots
+		}
+	}
+	done := make(chan outcome, 1) // buffered: the runner never waits for a gone client
+	go func() {
+		defer func() {
+			if p := recover(); p != nil {
+				s.log.Error("legacy execute panic", zap.Any("panic", p), zap.Stack("stack"))
+				done <- outcome{err: fmt.Errorf("internal error: %v", p)}
+			}
+		}()
+		if argv == nil {
+			// Wait for a place in execSlots, as many as Execute's own slots
+			// and given back only after them, so that Execute never waits
+			// with the words; then split in a decode turn.
+			select {
+			case s.execSlots <- struct{}{}:
+			case <-r.Context().Done():
+				done <- outcome{err: r.Context().Err()}
+				return
+			}
+			leave, err := httpx.EnterDecode(r.Context(), len(command))
+			if err != nil {
+				<-s.execSlots
+				done <- outcome{err: r.Context().Err()}
+				return
+			}
+			argv, _ = splitCommand(command)
+			command = ""
+			leave()
+			res, err := s.m.Execute(r.Context(), argv, timeout)
+			if err != nil {
+				<-s.execSlots
+				done <- outcome{res: res, argv: argv, err: err}
+				return
+			}
+			done <- outcome{res: res, argv: argv, slot: true}
+			return
+		}
+		res, err := s.m.Execute(r.Context(), argv, timeout)
+		done <- outcome{res: res, argv: argv, err: err}
+	}()
+
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	rc := http.NewResponseController(w)
+	rc.Flush()
+	heartbeat := time.NewTicker(s.opts.HeartbeatInterval)
+	defer heartbeat.Stop()
+	for {
+		select {
+		case o := <-done:
+			// The answer is encoded as it is written; the execution slot is
+			// held until it is out (or the client is cut for not reading).
+			err := writeLegacyExecAnswer(newDeadlineWriter(w, rc), o.argv, seconds, &o.res, o.err)
+			release(&o)
+			if err == nil {
+				rc.SetWriteDeadline(time.Time{}) // the connection may serve another request
+			}
+			return
+		case <-heartbeat.C:
+			w.Write([]byte(" "))
+			rc.Flush()
+		case <-r.Context().Done():
+			// The command goes on (a disconnect never cancels one that has
+			// started; a call still waiting for a slot never runs); its
+			// result is dropped and its slot given back.
+			go func() {
+				o := <-done
+				release(&o)
+			}()
+			return
+		}
+	}
+}
+
+// splitCommand splits a legacy command as shlex.split would, or returns
+// the message of Popen's failure for it.
+func splitCommand(command string) (argv []string, failed string) {
+	argv, err := runtime.SplitCommand(command)
+	switch {
+	case err != nil:
+		return nil, err.Error()
+	case len(argv) == 0:
+		// CPython 3.11's error for Popen([]); 3.14 words it differently.
+		return nil, "list index out of range"
+	}
+	for _, a := range argv {
+		if strings.IndexByte(a, 0) >= 0 {
+			return nil, "embedded null byte"
+		}
+	}
+	return argv, ""
+}
+
+// readLegacyBody reads a body of at most httpx.MaxJSONBody bytes, growing its
+// buffer only as bytes arrive (readBody): never from the Content-Length.
+func readLegacyBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	return httpx.ReadBody(w, r, httpx.MaxJSONBody)
+}
+
+// legacyTimeout is SANDBOX_EXEC_TIMEOUT_SECONDS, or X-Sandbox-Timeout when
+// that is a smaller positive number. seconds is the value as printed in the
+// timeout message.
+func (s *Handlers) legacyTimeout(r *http.Request) (time.Duration, float64) {
+	timeout := s.m.Config().MaxTimeout
+	seconds := timeout.Seconds()
+	if h := strings.TrimSpace(r.Header.Get("X-Sandbox-Timeout")); h != "" {
+		v, err := strconv.ParseFloat(h, 64)
+		if err == nil && v > 0 && !math.IsInf(v, 0) && v < seconds {
+			d := time.Duration(v * float64(time.Second))
+			if d <= 0 {
+				d = 1 // not zero: Execute reads zero as "the maximum"
+			}
+			return d, v
+		}
+	}
+	return timeout, seconds
+}
+
+// parseExecuteBody does what FastAPI 0.92 with pydantic 1 did with the body
+// of POST /execute, and returns the command or the refusal.
+func parseExecuteBody(contentType string, body []byte) (string, *legacyFailure) {
+	if len(body) == 0 {
+		return "", validationFailure("field required", "value_error.missing", "body")
+	}
+	if !legacyIsJSON(contentType) {
+		// The bytes themselves are validated as the model: not a dict.
+		return "", validationFailure("value is not a valid dict", "type_error.dict", "body")
+	}
+	doc, ok := pycompat.DecodeJSONBytes(body)
+	if !ok {
+		return "", &legacyFailure{status: http.StatusBadRequest, detail: legacyParseError}
+	}
+	v, err := pycompat.ParseJSON(doc)
+	if err != nil {
+		var je *pycompat.JSONError
+		if errors.As(err, &je) {
+			return "", &legacyFailure{status: http.StatusUnprocessableEntity, detail: []pydanticError{pydanticJSONError(je, doc)}}
+		}
+		return "", &legacyFailure{status: http.StatusBadRequest, detail: legacyParseError}
+	}
+	// The parser has already reduced a top-level object or array to its
+	// last "command" (pyParser: the tree of a body is never built).
+	switch v.Kind() {
+	case 'z':
+		return "", validationFailure("field required", "value_error.missing", "body")
+	case 'o':
+	case 'a':
+		// pydantic 1 tries dict(value): a list of pairs is a dict.
+		if v.NotDict() {
+			return "", validationFailure("value is not a valid dict", "type_error.dict", "body")
+		}
+	default:
+		return "", validationFailure("value is not a valid dict", "type_error.dict", "body")
+	}
+	cmd, has := v.Command() // duplicate keys: the last one wins
+	if !has {
+		return "", validationFailure("field required", "value_error.missing", "body", "command")
+	}
+	switch cmd.Kind() {
+	case 's':
+		return cmd.Text(), nil
+	case 'z':
+		return "", validationFailure("none is not an allowed value", "type_error.none.not_allowed", "body", "command")
+	case 'b':
+		if cmd.Bool() {
+			return "True", nil
+		}
+		return "False", nil
+	case 'i', 'f':
+		return cmd.Str(), nil
+	}
+	return "", validationFailure("str type expected", "type_error.str", "body", "command")
+}
+
+// legacyIsJSON is FastAPI's test: no Content-Type, or application/json, or
+// application/*+json (parameters ignored; a malformed type is text/plain).
+func legacyIsJSON(contentType string) bool {
+	if contentType == "" {
+		return true
+	}
+	mt, _, _ := strings.Cut(contentType, ";")
+	mt = strings.ToLower(strings.TrimSpace(mt))
+	if strings.Count(mt, "/") != 1 {
+		return false
+	}
+	main, sub, _ := strings.Cut(mt, "/")
+	return main == "application" && (sub == "json" || strings.HasSuffix(sub, "+json"))
+}
+
+// ---- POST /upload --------------------------------------------------------
+
+// legacyUpload is POST /upload: the multipart part "file" is written to the
+// path its filename names, relative to the base dir. Like the Python server,
+// the whole body is read before anything is decided (the last "file" part
+// wins), but parts are streamed to a temporary file, never held in memory.
+func (s *Handlers) legacyUpload(w http.ResponseWriter, r *http.Request) {
+	missing := func() {
+		f := validationFailure("field required", "value_error.missing", "body", "file")
+		legacyDetail(w, f.status, f.detail)
+	}
+	mt, params, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if err != nil || mt != "multipart/form-data" {
+		missing() // Starlette finds no form fields in other bodies
+		return
+	}
+	if params["boundary"] == "" {
+		legacyDetail(w, http.StatusBadRequest, legacyParseError)
+		return
+	}
+	// Everything happens relative to the base dir opened once: the
+	// temporary file lives at its top, the target is reached through it.
+	base := pycompat.RealBase(s.opts.BaseDir)
+	root, err := os.OpenRoot(base)
+	if err != nil {
+		legacyMessage(w, http.StatusInternalServerError, "File upload failed: "+pycompat.OSErrorText(&os.PathError{Op: "open", Path: base, Err: errnoOrErr(err)}))
+		return
+	}
+	defer root.Close()
+	var tmp string // the temporary file (relative to root) holding the last "file" part
+	defer func() {
+		if tmp != "" {
+			root.Remove(tmp)
+		}
+	}()
+	var filename string
+	seen, isFile := false, false
+	mr := multipart.NewReader(r.Body, params["boundary"])
+	for {
+		part, err := mr.NextRawPart()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			legacyDetail(w, http.StatusBadRequest, legacyParseError)
+			return
+		}
+		name, fname, hasName, hasFilename := pycompat.PartDisposition(part.Header.Get("Content-Disposition"))
+		if !hasName {
+			legacyDetail(w, http.StatusBadRequest, legacyParseError)
+			return
+		}
+		if name != "file" || !hasFilename {
+			if _, err := io.Copy(io.Discard, part); err != nil {
+				legacyDetail(w, http.StatusBadRequest, legacyParseError)
+				return
+			}
+			if name == "file" { // a plain field named file replaces any earlier file
+				seen, isFile = true, false
+			}
+			continue
+		}
+		if tmp != "" {
+			root.Remove(tmp)
+			tmp = ""
+		}
+		f, path, err := createUploadTemp(root)
+		if err != nil {
+			legacyMessage(w, http.StatusInternalServerError, "File upload failed: "+pycompat.OSErrorText(absPathError(err, base)))
+			return
+		}
+		tmp = path
+		readErr, writeErr := fsroot.Copy(f, part)
+		if cerr := f.Close(); writeErr == nil {
+			writeErr = cerr
+		}
+		if readErr != nil {
+			legacyDetail(w, http.StatusBadRequest, legacyParseError)
+			return
+		}
+		if writeErr != nil {
+			legacyMessage(w, http.StatusInternalServerError, "File upload failed: "+pycompat.OSErrorText(writeErr))
+			return
+		}
+		seen, isFile, filename = true, true, fname
+	}
+	switch {
+	case !seen:
+		missing()
+		return
+	case !isFile:
+		f := validationFailure("Expected UploadFile, received: <class 'str'>", "value_error", "body", "file")
+		legacyDetail(w, f.status, f.detail)
+		return
+	}
+
+	full, err := pycompat.ResolveUnder(base, filename)
+	if err != nil {
+		legacyMessage(w, http.StatusForbidden, "Access denied")
+		return
+	}
+	rel := pycompat.RelOf(base, full)
+	if rel != "" { // the base dir itself exists; writing it fails below
+		dir, _ := pycompat.Split(rel)
+		if _, err := fsroot.MkdirAll(root, dir, 0o777); err != nil {
+			legacyMessage(w, http.StatusInternalServerError, "File upload failed: "+pycompat.OSErrorText(absPathError(err, base)))
+			return
+		}
+	}
+	if err := placeUpload(root, tmp, rel, full); err != nil {
+		legacyMessage(w, http.StatusInternalServerError, "File upload failed: "+pycompat.OSErrorText(err))
+		return
+	}
+	tmp = "" // moved (or copied and removed)
+	legacyMessage(w, http.StatusOK, "File '"+filename+"' uploaded successfully.")
+}
+
+// createUploadTemp creates an empty file at the top of root with mode 0666
+// less the umask, the mode a file created by Python's open(…, "wb") gets.
+func createUploadTemp(root *os.Root) (*os.File, string, error) {
+	for {
+		name := ".sandbox-upload-" + uuid.NewString() + ".tmp"
+		f, err := root.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o666)
+		if errors.Is(err, os.ErrExist) {
+			continue
+		}
+		return f, name, err
+	}
+}
+
+// placeUpload moves the upload tmp to rel (both relative to root; full is
+// rel's absolute path, for the error text) with the effect of Python's
+// open(full, "wb").write(…): a new file is renamed into place, an existing
+// one is truncated and rewritten in place (keeping its inode and mode; a
+// directory fails with EISDIR). tmp is gone afterwards on success. An error
+// is a *PathError naming full, as Python's OSError would.
+func placeUpload(root *os.Root, tmp, rel, full string) error {
+	target := pycompat.DotIfEmpty(rel)
+	if _, err := root.Lstat(target); errors.Is(err, os.ErrNotExist) {
+		err := root.Rename(tmp, target)
+		if err == nil {
+			return nil
+		}
+		if sysErrno.Of(err) != syscall.EXDEV || fsroot.IsEscape(err) {
+			return &os.PathError{Op: "open", Path: full, Err: rootErrno(err)}
+		}
+	}
+	// O_NONBLOCK: a FIFO without a reader fails (ENXIO) instead of hanging.
+	dst, err := root.OpenFile(target, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|syscall.O_NONBLOCK, 0o666)
+	if err != nil {
+		return &os.PathError{Op: "open", Path: full, Err: rootErrno(err)}
+	}
+	src, err := root.OpenFile(tmp, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		dst.Close()
+		return err
+	}
+	defer src.Close()
+	_, werr := fsroot.Copy(dst, src)
+	if cerr := dst.Close(); werr == nil {
+		werr = cerr
+	}
+	if werr != nil {
+		return werr
+	}
+	return root.Remove(tmp)
+}
+
+// absPathError makes the path of a *PathError from an os.Root operation
+// (relative to the root) absolute, as the Python server's messages have it.
+// os.Root's refusal of an escaping path (a swap under a race) reads as
+// EXDEV, the errno openat2(RESOLVE_BENEATH) gives for it.
+func absPathError(err error, base string) error {
+	var pe *os.PathError
+	if !errors.As(err, &pe) {
+		return err
+	}
+	return &os.PathError{Op: pe.Op, Path: pycompat.Join(base, pe.Path), Err: rootErrno(err)}
+}
+
+// rootErrno is the errno of an os.Root error; its refusal of an escaping
+// path (a swap under a race) reads as EXDEV, which openat2 with
+// RESOLVE_BENEATH gives for it.
+func rootErrno(err error) error {
+	if fsroot.IsEscape(err) {
+		return syscall.EXDEV
+	}
+	return errnoOrErr(err)
+}
+
+func errnoOrErr(err error) error {
+	if e := sysErrno.Of(err); e != 0 {
+		return e
+	}
+	return err
+}
+
+// ---- GET /download, /list, /exists ---------------------------------------
+
+// pathRoute serves GET prefix… (/download/…, /list/…, /exists/…). The
+// route is Raw (httpx.Route): the server hands it every path under prefix
+// before ServeMux sees it, so `..`, `.` and `//` are never cleaned or
+// redirected. The path after prefix is percent-decoded once (RawPath, so
+// that both a%2Fb and a/b work), and invalid UTF-8 becomes U+FFFD as
+// uvicorn did. The prefix without its slash (/list) is the empty path.
+func pathRoute(prefix string, serve func(w http.ResponseWriter, p string)) httpx.Route {
+	return httpx.Route{
+		Pattern: prefix + "{path...}",
+		Methods: map[string]http.HandlerFunc{"GET": func(w http.ResponseWriter, r *http.Request) {
+			var p string
+			if esc := r.URL.EscapedPath(); strings.HasPrefix(esc, prefix) {
+				dec, err := url.PathUnescape(esc[len(prefix):])
+				if err != nil {
+					dec = esc[len(prefix):]
+				}
+				p = dec
+			} else if strings.HasPrefix(r.URL.Path, prefix) {
+				p = r.URL.Path[len(prefix):]
+			}
+			serve(w, pycompat.DecodeUTF8([]byte(p)))
+		}},
+		NoHead: true,
+		Raw:    true,
+		Refuse: Refuse,
+	}
+}
+
+// legacyResolve resolves a legacy path and opens the base dir (the caller
+// closes in.Root); false means it answered: 403 for a path outside (a NUL
+// byte, which Python's realpath refuses with ValueError, is 403 too), 404
+// with notFound when the base dir cannot be opened.
+func (s *Handlers) legacyResolve(w http.ResponseWriter, p, notFound string) (pycompat.InBase, bool) {
+	in, err := pycompat.ResolveInBase(s.opts.BaseDir, p)
+	switch {
+	case errors.Is(err, pycompat.ErrOutside), errors.Is(err, pycompat.ErrNULPath):
+		legacyMessage(w, http.StatusForbidden, "Access denied")
+		return in, false
+	case err != nil:
+		legacyMessage(w, http.StatusNotFound, notFound)
+		return in, false
+	}
+	return in, true
+}
+
+// legacyDownloadPath answers like Starlette 0.26's FileResponse: the whole
+// file (Range and conditional headers are ignored), named by the requested
+// path in Content-Disposition.
+func (s *Handlers) legacyDownloadPath(w http.ResponseWriter, p string) {
+	in, ok := s.legacyResolve(w, p, "File not found")
+	if !ok {
+		return
+	}
+	defer in.Root.Close()
+	// O_NONBLOCK: opening a FIFO must not block (it is not a file: 404
+	// below). The file is opened once, through the root, and answered from
+	// that descriptor.
+	f, err := in.Root.OpenFile(pycompat.DotIfEmpty(in.Rel), os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		if errors.Is(err, os.ErrPermission) {
+			legacyMessage(w, http.StatusForbidden, "Access denied")
+			return
+		}
+		legacyMessage(w, http.StatusNotFound, "File not found")
+		return
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil || !fi.Mode().IsRegular() {
+		legacyMessage(w, http.StatusNotFound, "File not found")
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/octet-stream")
+	h.Set("Content-Disposition", contentDisposition(p))
+	h.Set("Content-Length", strconv.FormatInt(fi.Size(), 10))
+	h.Set("Last-Modified", fi.ModTime().UTC().Format(http.TimeFormat))
+	w.WriteHeader(http.StatusOK)
+	if _, err := io.CopyN(w, f, fi.Size()); err != nil {
+		s.log.Debug("legacy download cut short", zap.Error(err))
+	}
+}
+
+// contentDisposition is Starlette's: filename="…" when urllib's quote
+// leaves the name unchanged, else the RFC 5987 form filename*=utf-8 with
+// two single quotes, then the quoted name.
+func contentDisposition(name string) string {
+	q := pycompat.Quote(name)
+	if q == name {
+		return `attachment; filename="` + name + `"`
+	}
+	return "attachment; filename*=utf-8''" + q
+}
+
+// legacyEntry is one element of a /list answer (keys in Python's order).
+type legacyEntry struct {
+	Name    string  `json:"name"`
+	Size    int64   `json:"size"`
+	Type    string  `json:"type"`
+	ModTime pyFloat `json:"mod_time"`
+}
+
+// pyFloat is a float64 that encodes like Python's json (1700000200.0 keeps
+// its ".0").
+type pyFloat float64
+
+func (f pyFloat) MarshalJSON() ([]byte, error) { return []byte(pycompat.Float(float64(f))), nil }
+
+// legacyListPath lists a directory with each entry stat'ed through
+// symlinks. Entries that cannot be stat'ed (dangling or looping links) are
+// left out instead of failing the listing (protocol.md §5), and so are
+// symlinks that resolve outside the base dir: the listing shows only what
+// /download and /exists can reach (the Python server showed the outside
+// target's size and mtime).
+func (s *Handlers) legacyListPath(w http.ResponseWriter, p string) {
+	in, ok := s.legacyResolve(w, p, "Path is not a directory")
+	if !ok {
+		return
+	}
+	defer in.Root.Close()
+	// The directory is opened once: names and plain entries come from that
+	// descriptor, whatever is renamed meanwhile.
+	dir, closeDir, err := fsroot.Sub(in.Root, in.Rel)
+	if err != nil {
+		legacyMessage(w, http.StatusNotFound, "Path is not a directory")
+		return
+	}
+	defer closeDir()
+	names, err := readDirNames(dir)
+	if err != nil {
+		legacyMessage(w, http.StatusInternalServerError, "List files failed: "+pycompat.OSErrorText(errnoOrErr(err)))
+		return
+	}
+	entries := []legacyEntry{}
+	for _, name := range names {
+		fi, err := dir.Lstat(name)
+		if err == nil && fi.Mode()&os.ModeSymlink != 0 {
+			fi, err = s.statLink(in, name)
+		}
+		if err != nil {
+			continue
+		}
+		typ := "file"
+		if fi.IsDir() {
+			typ = "directory"
+		}
+		mt := fi.ModTime()
+		// os.stat's st_mtime: sec + nsec*1e-9 in double precision.
+		entries = append(entries, legacyEntry{Name: name, Size: fi.Size(), Type: typ,
+			ModTime: pyFloat(float64(mt.Unix()) + float64(mt.Nanosecond())*1e-9)})
+	}
+	writeJSON(w, http.StatusOK, entries)
+}
+
+// statLink stats the symlink name in the directory in.Rel through its
+// target, resolved like every request path (Python's realpath, so absolute
+// links into the base dir work too) and then reached through in.Root; a
+// target outside the base dir is pycompat.ErrOutside.
+func (s *Handlers) statLink(in pycompat.InBase, name string) (os.FileInfo, error) {
+	full, err := pycompat.ResolveUnder(in.Base, pycompat.Join(in.Rel, name))
+	if err != nil {
+		return nil, err
+	}
+	return in.Root.Stat(pycompat.DotIfEmpty(pycompat.RelOf(in.Base, full)))
+}
+
+// readDirNames returns the names in the directory dir is rooted at, sorted.
+func readDirNames(dir *os.Root) ([]string, error) {
+	f, err := dir.Open(".")
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	names, err := f.Readdirnames(-1)
+	sort.Strings(names)
+	return names, err
+}
+
+func (s *Handlers) legacyExistsPath(w http.ResponseWriter, p string) {
+	in, err := pycompat.ResolveInBase(s.opts.BaseDir, p)
+	if errors.Is(err, pycompat.ErrOutside) || errors.Is(err, pycompat.ErrNULPath) {
+		legacyMessage(w, http.StatusForbidden, "Access denied")
+		return
+	}
+	if err == nil { // else the base dir itself is missing: nothing exists
+		defer in.Root.Close()
+		_, err = in.Root.Stat(pycompat.DotIfEmpty(in.Rel))
+	}
+	writeJSON(w, http.StatusOK, struct {
+		Path   string `json:"path"`
+		Exists bool   `json:"exists"`
+	}{p, err == nil})
+}
