@@ -1,6 +1,8 @@
 package legacy
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -20,11 +22,23 @@ func TestLegacyExecuteLargeCommand(t *testing.T) {
 		out  legacyExecResponse
 	}
 	first := make(chan res, 1)
+	started := filepath.Join(ts.BaseDir, "first-started")
 	go func() {
-		code, out := legacyExec(t, ts.URL, "sh -c 'sleep 0.5; echo first'", nil)
+		code, out := legacyExec(t, ts.URL, "sh -c 'touch "+started+"; sleep 0.5; echo first'", nil)
 		first <- res{code, out}
 	}()
-	time.Sleep(100 * time.Millisecond)
+	// The second call should find the only slot taken: wait until the
+	// first call's command runs (it holds the slot for its 0.5 s).
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if _, err := os.Stat(started); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the first call's command never ran")
+		}
+		time.Sleep(5 * time.Millisecond) // polling a file a child writes
+	}
 	code, out := legacyExec(t, ts.URL, "echo"+words, nil)
 	if code != 200 || out.ExitCode != 0 || out.Stdout != strings.TrimPrefix(words, " ")+"\n" {
 		t.Errorf("large command: %d exit %d stdout %d bytes %q…; want the words back", code, out.ExitCode, len(out.Stdout), out.Stdout[:min(40, len(out.Stdout))])
