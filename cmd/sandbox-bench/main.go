@@ -50,6 +50,7 @@ import (
 
 type options struct {
 	daemonBin string
+	naiveBin  string
 	addr      string
 	pid       int
 	quick     bool
@@ -83,6 +84,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs := flag.NewFlagSet("sandbox-bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&o.daemonBin, "daemon", "", "daemon binary to start (default: go build ./cmd/sandbox-runtime into a temp dir)")
+	fs.StringVar(&o.naiveBin, "naive", "", "naive baseline server binary (default: go build ./cmd/sandbox-bench/naive; \"off\": no naive baseline)")
 	fs.StringVar(&o.addr, "addr", "", "target an already running daemon at this loopback host:port instead of starting one")
 	fs.IntVar(&o.pid, "pid", 0, "with -addr: the daemon's PID, for the RSS figures")
 	fs.BoolVar(&o.quick, "quick", false, "small counts and sizes for a CI smoke run (< 30 s)")
@@ -163,6 +165,11 @@ func (e *envFlag) Set(v string) error {
 	}
 	*e = append(*e, v)
 	return nil
+}
+
+// wantNaive tells whether a scenario that compares with the naive server runs.
+func (b *bench) wantNaive() bool {
+	return b.o.want("latency") || b.o.want("legacy") || b.o.want("throughput") || b.o.want("stream")
 }
 
 func (o *options) want(s string) bool {
@@ -250,6 +257,7 @@ type bench struct {
 	tmp    string
 	client *http.Client
 	rows   []row
+	naive  *daemon // the naive baseline server, nil when off
 	mem    []memRow
 	notes  []string
 	failed bool // a check failed (not a goal: a wrong answer)
@@ -263,6 +271,8 @@ type row struct {
 	value    string
 	baseline string
 	ratio    string
+	naive    string // the naive server's figure, "" when there is none
+	nratio   string // the ratio to it
 	goal     string
 	result   string // met, missed, info, n/a
 }
@@ -312,6 +322,25 @@ func run(ctx context.Context, o *options, stdout, stderr io.Writer) int {
 			}
 			b.logf("built in %.1f s", time.Since(t0).Seconds())
 		}
+	}
+
+	if o.naiveBin != "off" && b.wantNaive() {
+		bin := o.naiveBin
+		if bin == "" {
+			if bin, err = buildNaive(ctx, tmp); err != nil {
+				b.logf("%v", err)
+				return 1
+			}
+		}
+		if b.naive, err = startDaemon(ctx, "naive", bin, tmp, nil, nil); err != nil {
+			b.logf("naive: %v", err)
+			return 1
+		}
+		defer func() {
+			if err := b.naive.stop(); err != nil {
+				b.logf("stopping the naive server: %v", err)
+			}
+		}()
 	}
 
 	type scenario struct {
@@ -407,10 +436,10 @@ func (b *bench) print(total time.Duration) {
 	fmt.Fprintf(w, "\nsandbox-bench: %d CPUs, GOMAXPROCS %d, %s/%s, %s in all\n",
 		runtime.NumCPU(), runtime.GOMAXPROCS(0), runtime.GOOS, runtime.GOARCH, total.Round(100*time.Millisecond))
 	fmt.Fprintf(w, "machine: at start %s; at end %s\n\n", b.loadStart, loadInfo())
-	header := []string{"measure", "value", "baseline", "ratio", "goal", "result"}
+	header := []string{"measure", "value", "baseline", "ratio", "naive", "× naive", "goal", "result"}
 	rows := make([][]string, 0, len(b.rows))
 	for _, r := range b.rows {
-		rows = append(rows, []string{r.measure, r.value, r.baseline, r.ratio, r.goal, r.result})
+		rows = append(rows, []string{r.measure, r.value, r.baseline, r.ratio, r.naive, r.nratio, r.goal, r.result})
 	}
 	b.table(header, rows)
 	if len(b.mem) > 0 {
