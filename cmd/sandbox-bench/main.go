@@ -17,6 +17,7 @@
 //	throughput  C concurrent clients, R runs of `echo hi` in all, vs C goroutines of os/exec
 //	stream      S bytes of text to one live NDJSON follower vs a raw pipe read of the same command
 //	ws          the same over WebSocket /v1/commands/{id}/attach (skipped while it answers 404)
+//	lossless    the highest paced producer rate one NDJSON / one WebSocket follower receives with no gap
 //	memory      idle RSS, peak RSS during a flood with no reader, RSS with 64 full rings (own daemon)
 //	fanout      F followers of one command at full speed, each checking every byte (own daemon)
 //
@@ -60,24 +61,27 @@ type options struct {
 	markdown  bool
 	cpuprof   string
 	produce   int64
+	rate      float64
 	env       envFlag
 
-	latencyN      int
-	latencyWarmup int
-	clients       int
-	runs          int
-	streamBytes   int64
-	streamRounds  int
-	streamCmd     string
-	floodDuration time.Duration
-	retained      int
-	retainedBytes int
-	fanout        int
-	fanoutBytes   int64
-	fanoutRing    int64
+	latencyN       int
+	latencyWarmup  int
+	clients        int
+	runs           int
+	streamBytes    int64
+	streamRounds   int
+	streamCmd      string
+	floodDuration  time.Duration
+	retained       int
+	retainedBytes  int
+	fanout         int
+	fanoutBytes    int64
+	fanoutRing     int64
+	losslessBytes  int64
+	losslessBudget time.Duration
 }
 
-var allScenarios = []string{"latency", "legacy", "throughput", "stream", "ws", "memory", "fanout"}
+var allScenarios = []string{"latency", "legacy", "throughput", "stream", "ws", "lossless", "memory", "fanout"}
 
 func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	o := &options{}
@@ -95,6 +99,9 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.Var(&o.env, "daemon-env", "K=V added to the environment of every daemon started (repeatable; e.g. GOGC=50, GODEBUG=gctrace=1)")
 	fs.StringVar(&o.cpuprof, "cpuprofile", "", "write this tool's CPU profile to the file (the client side)")
 	fs.Int64Var(&o.produce, "produce", -1, "act as the stream producer: write this many bytes of text lines to stdout and exit")
+	fs.Float64Var(&o.rate, "rate", 0, "with -produce: at most this many bytes/s (paced 64 KiB writes); 0: full speed")
+	fs.Int64Var(&o.losslessBytes, "lossless-bytes", 256<<20, "bytes of output of each lossless-follow probe")
+	fs.DurationVar(&o.losslessBudget, "lossless-budget", 25*time.Second, "time budget of the lossless-follow search, per transport")
 	fs.IntVar(&o.latencyN, "latency-n", 400, "sequential runs per latency scenario (each side)")
 	fs.IntVar(&o.latencyWarmup, "latency-warmup", 20, "warm-up runs per side, not counted")
 	fs.IntVar(&o.clients, "clients", 8, "concurrent clients of the throughput scenario")
@@ -119,14 +126,16 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	if o.quick {
 		quick := map[string]func(){
-			"latency-n":      func() { o.latencyN = 100 },
-			"latency-warmup": func() { o.latencyWarmup = 10 },
-			"runs":           func() { o.runs = 200 },
-			"stream-bytes":   func() { o.streamBytes = 32 << 20 },
-			"stream-rounds":  func() { o.streamRounds = 1 },
-			"flood":          func() { o.floodDuration = 2 * time.Second },
-			"fanout-bytes":   func() { o.fanoutBytes = 4 << 20 },
-			"deadline":       func() { o.deadline = 60 * time.Second },
+			"latency-n":       func() { o.latencyN = 100 },
+			"latency-warmup":  func() { o.latencyWarmup = 10 },
+			"runs":            func() { o.runs = 200 },
+			"stream-bytes":    func() { o.streamBytes = 32 << 20 },
+			"stream-rounds":   func() { o.streamRounds = 1 },
+			"flood":           func() { o.floodDuration = 2 * time.Second },
+			"fanout-bytes":    func() { o.fanoutBytes = 4 << 20 },
+			"deadline":        func() { o.deadline = 60 * time.Second },
+			"lossless-bytes":  func() { o.losslessBytes = 32 << 20 },
+			"lossless-budget": func() { o.losslessBudget = 6 * time.Second },
 		}
 		for name, f := range quick {
 			if !set[name] {
@@ -144,7 +153,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	}
 	switch {
 	case o.latencyN < 1, o.clients < 1, o.runs < o.clients, o.streamBytes < 1, o.streamRounds < 1,
-		o.retained < 1, o.retainedBytes < 1, o.fanout < 1, o.fanoutBytes < 1, o.floodDuration <= 0:
+		o.retained < 1, o.retainedBytes < 1, o.fanout < 1, o.fanoutBytes < 1, o.floodDuration <= 0,
+		o.losslessBytes < 1, o.losslessBudget <= 0:
 		return nil, errors.New("counts, sizes and durations must be positive (and -runs >= -clients)")
 	}
 	if o.addr != "" {
@@ -193,6 +203,10 @@ func mainCode() int {
 		return 2
 	}
 	if o.produce >= 0 {
+		produce := produce
+		if o.rate > 0 {
+			produce = func(w io.Writer, n int64) error { return producePaced(w, n, o.rate) }
+		}
 		if err := produce(os.Stdout, o.produce); err != nil {
 			return 1
 		}
@@ -357,6 +371,7 @@ func run(ctx context.Context, o *options, stdout, stderr io.Writer) int {
 		{name: "throughput", run: b.throughput},
 		{name: "stream", run: b.stream},
 		{name: "ws", run: b.ws},
+		{name: "lossless", run: b.lossless},
 		{name: "fanout", run: b.fanoutScenario, own: map[string]string{
 			"SANDBOX_OUTPUT_LIMIT_BYTES": fmt.Sprint(o.fanoutRing)}},
 	}
