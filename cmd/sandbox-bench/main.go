@@ -19,6 +19,7 @@
 //	ws          the same over WebSocket /v1/commands/{id}/attach (skipped while it answers 404)
 //	lossless    the highest paced producer rate one NDJSON / one WebSocket follower receives with no gap
 //	memory      idle RSS, peak RSS during a flood with no reader, RSS with 64 full rings (own daemon)
+//	idle        context switches of an idle daemon in 10 s: how often timers wake it (own daemon)
 //	fanout      F followers of one command at full speed, each checking every byte (own daemon)
 //
 // Goals are figures, not tests: a missed goal does not change the exit
@@ -79,9 +80,10 @@ type options struct {
 	fanoutRing     int64
 	losslessBytes  int64
 	losslessBudget time.Duration
+	idleWindow     time.Duration
 }
 
-var allScenarios = []string{"latency", "legacy", "throughput", "stream", "ws", "lossless", "memory", "fanout"}
+var allScenarios = []string{"latency", "legacy", "throughput", "stream", "ws", "lossless", "memory", "idle", "fanout"}
 
 func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	o := &options{}
@@ -102,6 +104,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.Float64Var(&o.rate, "rate", 0, "with -produce: at most this many bytes/s (paced 64 KiB writes); 0: full speed")
 	fs.Int64Var(&o.losslessBytes, "lossless-bytes", 256<<20, "bytes of output of each lossless-follow probe")
 	fs.DurationVar(&o.losslessBudget, "lossless-budget", 25*time.Second, "time budget of the lossless-follow search, per transport")
+	fs.DurationVar(&o.idleWindow, "idle-window", 10*time.Second, "how long the idle scenario counts the daemon's context switches")
 	fs.IntVar(&o.latencyN, "latency-n", 400, "sequential runs per latency scenario (each side)")
 	fs.IntVar(&o.latencyWarmup, "latency-warmup", 20, "warm-up runs per side, not counted")
 	fs.IntVar(&o.clients, "clients", 8, "concurrent clients of the throughput scenario")
@@ -154,7 +157,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	switch {
 	case o.latencyN < 1, o.clients < 1, o.runs < o.clients, o.streamBytes < 1, o.streamRounds < 1,
 		o.retained < 1, o.retainedBytes < 1, o.fanout < 1, o.fanoutBytes < 1, o.floodDuration <= 0,
-		o.losslessBytes < 1, o.losslessBudget <= 0:
+		o.losslessBytes < 1, o.losslessBudget <= 0, o.idleWindow <= 0:
 		return nil, errors.New("counts, sizes and durations must be positive (and -runs >= -clients)")
 	}
 	if o.addr != "" {
@@ -366,6 +369,7 @@ func run(ctx context.Context, o *options, stdout, stderr io.Writer) int {
 		{name: "memory", run: b.memory, own: map[string]string{
 			"SANDBOX_MAX_RUNNING": "16", "SANDBOX_MAX_RETAINED": fmt.Sprint(o.retained),
 			"SANDBOX_OUTPUT_LIMIT_BYTES": "1048576"}},
+		{name: "idle", run: b.idle, own: map[string]string{}},
 		{name: "latency", run: b.latency},
 		{name: "legacy", run: b.legacy},
 		{name: "throughput", run: b.throughput},
