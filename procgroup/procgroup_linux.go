@@ -20,9 +20,13 @@ import (
 
 const (
 	// safetyReapInterval bounds how long a child can stay a zombie if a SIGCHLD
-	// was lost (coalesced signals are drained anyway; this covers e.g. a signal that
-	// arrived while no Reaper was listening).
-	safetyReapInterval = time.Second
+	// was lost. None is lost in practice: coalesced signals are drained by the
+	// wait4 loop, one that arrived while no Reaper was listening is covered by
+	// the loop's first pass, and sigCh is buffered so one that arrives during a
+	// pass leaves a pass pending. It is 10 s rather than 1 s because every tick
+	// wakes an idle daemon (issue 16: no timer more often than once per 10 s;
+	// measured by `sandbox-bench -scenarios idle`).
+	safetyReapInterval = 10 * time.Second
 
 	// groupPollInterval is how often Terminate checks whether a group whose leader
 	// has been reaped still has members.
@@ -42,8 +46,8 @@ const (
 var active atomic.Bool
 
 // Reaper is the only place of the process that calls wait4. It marks the process
-// a child subreaper and runs one goroutine that, on every SIGCHLD (and once a
-// second as a safety net), reaps every child that has exited: exit statuses of
+// a child subreaper and runs one goroutine that, on every SIGCHLD (and every
+// 10 s as a safety net), reaps every child that has exited: exit statuses of
 // processes started with Start are dispatched to their Process; any other child
 // (an orphan reparented to us) is reaped and counted.
 //
