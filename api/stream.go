@@ -463,15 +463,16 @@ func (s *Server) streamNDJSON(w http.ResponseWriter, r *http.Request, c *runtime
 	stopShutdown := context.AfterFunc(s.streamsCtx, func() { sink.lower(time.Now().Add(streamShutdownGrace)) })
 	// The connection carries the client's next request (keep-alive; a new
 	// connection per stream cost each `echo hi` a TCP handshake and a
-	// goroutine): the stream's write deadline and unsent limit come off it
-	// (net/http resets deadlines only with Server.WriteTimeout). A stream
-	// whose write failed has a broken connection, which net/http closes;
-	// once shutdown has lowered the deadline the connection is ending anyway.
+	// goroutine). What net/http still writes after the handler (the last
+	// chunk) gets one more bounded write deadline; ConnState clears it once
+	// the response is complete (net/http resets deadlines only with
+	// Server.WriteTimeout), and the unsent limit comes off the connection.
+	// A stream whose write failed has a broken connection, which net/http
+	// closes; once shutdown has lowered the deadline the connection is
+	// ending anyway.
 	defer func() {
 		if stopShutdown() {
-			sink.mu.Lock()
-			sink.rc.SetWriteDeadline(time.Time{})
-			sink.mu.Unlock()
+			sink.armDeadline()
 			if conn != nil {
 				limitUnsent(conn, 0) // 0: the system default
 			}

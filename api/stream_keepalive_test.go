@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"net"
 	"net/http"
 	"net/http/httptrace"
 	"strings"
@@ -44,5 +45,33 @@ func TestStreamConnectionReused(t *testing.T) {
 		if i > 0 && !reused {
 			t.Errorf("stream %d ran on a new connection; want the previous stream's", i)
 		}
+	}
+}
+
+// A connection going idle sheds the write deadline a finished stream left on
+// it, so the next response on it is not cut.
+func TestIdleConnectionDropsWriteDeadline(t *testing.T) {
+	ts := newTestServer(t, nil)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	client, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	c, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ts.ConnState(c, http.StateNew)
+	defer ts.ConnState(c, http.StateClosed)
+	c.SetWriteDeadline(time.Now().Add(-time.Second)) // what a finished stream may leave
+	ts.ConnState(c, http.StateIdle)
+	if _, err := c.Write([]byte("next response")); err != nil {
+		t.Fatalf("write after idle: %v", err)
 	}
 }
