@@ -43,7 +43,7 @@ test:
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime 1s -timeout 5m $(BENCH_ARGS) $(BENCH_PKGS)
-	$(GO) run ./cmd/sandbox-bench -deadline 120s $(BENCH_TOOL_ARGS)
+	$(GO) run ./cmd/sandbox-bench -deadline 170s $(BENCH_TOOL_ARGS)
 
 lint:
 	@out="$$(gofmt -l .)"; if [ -n "$$out" ]; then echo "gofmt -l: these files need gofmt:"; echo "$$out"; exit 1; fi

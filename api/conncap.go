@@ -88,7 +88,14 @@ func newConnLimiter(fdLimit uint64, log *zap.Logger) *connLimiter {
 
 // ConnState is for http.Server.ConnState: it counts the open connections
 // and closes the longest-waiting idle ones beyond the cap (conncap.go).
-func (s *Server) ConnState(c net.Conn, st http.ConnState) { s.conns.connState(c, st) }
+func (s *Server) ConnState(c net.Conn, st http.ConnState) {
+	if st == http.StateIdle {
+		// A finished NDJSON stream leaves a write deadline on its connection
+		// (see streamNDJSON); the next request must not inherit it.
+		c.SetWriteDeadline(time.Time{})
+	}
+	s.conns.connState(c, st)
+}
 
 // OpenConns is the number of connections counted against the cap.
 func (s *Server) OpenConns() int {

@@ -71,6 +71,7 @@ func newTestServer(t testing.TB, mutate func(*runtime.Config, *Options)) *testSe
 	s := New(m, opts)
 	hs := httptest.NewUnstartedServer(s.Handler())
 	hs.Config.ConnContext = ConnContext // as main does
+	hs.Config.ConnState = s.ConnState   // as main does (clears a finished stream's write deadline)
 	hs.Start()
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)

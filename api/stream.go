@@ -448,19 +448,33 @@ func (s *Server) streamNDJSON(w http.ResponseWriter, r *http.Request, c *runtime
 	h.Set("Content-Type", "application/x-ndjson")
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Accel-Buffering", "no")
-	// The write deadlines below stay on the connection after the response
-	// (net/http resets them only with Server.WriteTimeout): a stream's
-	// connection is not reused.
-	h.Set("Connection", "close")
 	w.WriteHeader(code)
-	if c := requestConn(r.Context()); c != nil {
-		limitUnsent(c, streamUnsentLimit)
+	conn := requestConn(r.Context())
+	if conn != nil {
+		limitUnsent(conn, streamUnsentLimit)
 	}
 	sink := &ndjsonSink{w: w, rc: http.NewResponseController(w)}
 	sink.lower(time.Now().Add(window + streamEndGrace))
 	// Shutdown ends the stream with an `end` line (streamEvents); a write
 	// blocked on a client that does not read must not hold it longer.
-	defer context.AfterFunc(s.streamsCtx, func() { sink.lower(time.Now().Add(streamShutdownGrace)) })()
+	stopShutdown := context.AfterFunc(s.streamsCtx, func() { sink.lower(time.Now().Add(streamShutdownGrace)) })
+	// The connection carries the client's next request (keep-alive; a new
+	// connection per stream cost each `echo hi` a TCP handshake and a
+	// goroutine). What net/http still writes after the handler (the last
+	// chunk) gets one more bounded write deadline; ConnState clears it once
+	// the response is complete (net/http resets deadlines only with
+	// Server.WriteTimeout), and the unsent limit comes off the connection.
+	// A stream whose write failed has a broken connection, which net/http
+	// closes; once shutdown has lowered the deadline the connection is
+	// ending anyway.
+	defer func() {
+		if stopShutdown() {
+			sink.armDeadline()
+			if conn != nil {
+				limitUnsent(conn, 0) // 0: the system default
+			}
+		}
+	}()
 	if first != nil {
 		sink.event(first)
 	}

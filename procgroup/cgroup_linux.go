@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 
 	"go.uber.org/zap"
@@ -80,6 +81,13 @@ type cgroupTree struct {
 
 	mu        sync.Mutex
 	lingering []string // command cgroups that still had members when released
+
+	// memEvents says whether command cgroups have memory.events (a memory
+	// controller): 0 not known yet, 1 yes, 2 no. It is fixed once the tree
+	// is built (subtree_control does not change), so the first command's
+	// cgroup answers for all, and neither Start nor the reap has to try a
+	// file that is not there.
+	memEvents atomic.Int32
 }
 
 // seqCounter names command cgroups c1, c2, … (guarded by its own mutex).
@@ -98,6 +106,7 @@ func (s *seqCounter) next() uint64 {
 // cmdCgroup is the cgroup of one command.
 type cmdCgroup struct {
 	dir string
+	mem bool // it has memory.events
 }
 
 // UseCgroups builds the runtime's cgroup v2 tree and makes every later Start
@@ -266,8 +275,20 @@ func (t *cgroupTree) newCommand() (*cmdCgroup, int, error) {
 		unix.Rmdir(dir)
 		return nil, -1, os.NewSyscallError("open", err)
 	}
-	return &cmdCgroup{dir: dir}, fd, nil
+	mem := t.memEvents.Load()
+	if mem == 0 {
+		mem = 2
+		if fileExists(filepath.Join(dir, "memory.events")) {
+			mem = 1
+		}
+		t.memEvents.Store(mem)
+	}
+	return &cmdCgroup{dir: dir, mem: mem == 1}, fd, nil
 }
+
+// hasMemEvents reports whether command cgroups are known to have
+// memory.events, so that a command's OOM kills are counted by its own cgroup.
+func (t *cgroupTree) hasMemEvents() bool { return t != nil && t.memEvents.Load() == 1 }
 
 // kill writes cgroup.kill: SIGKILL to every process of the cgroup, including
 // those that left the process group (setsid).
@@ -277,9 +298,13 @@ func (c *cmdCgroup) kill() error {
 
 // populated reports whether any process is left in the cgroup.
 func (c *cmdCgroup) populated() bool {
-	for _, line := range strings.Split(readString(filepath.Join(c.dir, "cgroup.events")), "\n") {
-		if v, ok := strings.CutPrefix(line, "populated "); ok {
-			return v != "0"
+	var buf [256]byte
+	b, _ := readSmall(c.dir+"/cgroup.events", buf[:])
+	for len(b) > 0 {
+		var line []byte
+		line, b, _ = bytes.Cut(b, []byte("\n"))
+		if v, ok := bytes.CutPrefix(line, []byte("populated ")); ok {
+			return string(bytes.TrimSpace(v)) != "0"
 		}
 	}
 	return false
@@ -288,11 +313,42 @@ func (c *cmdCgroup) populated() bool {
 // oomKills returns the oom_kill counter of the cgroup's memory.events, and
 // whether the cgroup has one (a memory controller).
 func (c *cmdCgroup) oomKills() (int64, bool) {
-	b, err := os.ReadFile(filepath.Join(c.dir, "memory.events"))
+	if !c.mem {
+		return 0, false
+	}
+	var buf [512]byte
+	b, err := readSmall(c.dir+"/memory.events", buf[:])
 	if err != nil {
 		return 0, false
 	}
 	return counter(b, "oom_kill"), true
+}
+
+// readSmall reads a small kernel file into buf with plain system calls: no
+// *os.File (whose finalizer and poller registration, since cgroup files are
+// pollable, cost more than the read) on the path of every command. It
+// returns what fits in buf.
+func readSmall(path string, buf []byte) ([]byte, error) {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(fd)
+	n := 0
+	for n < len(buf) {
+		k, err := unix.Read(fd, buf[n:])
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if k == 0 {
+			break
+		}
+		n += k
+	}
+	return buf[:n], nil
 }
 
 // release removes the cgroup, or keeps it for a later try while it has members.
@@ -497,12 +553,17 @@ func oomCounterFile() string {
 	return oomSource
 }
 
+// vmstatBufs holds buffers for the OOM counter files (/proc/vmstat is ~5 KiB).
+var vmstatBufs = sync.Pool{New: func() any { b := make([]byte, 16<<10); return &b }}
+
 func newOOMBaseline() oomBaseline {
 	f := oomCounterFile()
 	if f == "" {
 		return oomBaseline{}
 	}
-	b, _ := os.ReadFile(f)
+	buf := vmstatBufs.Get().(*[]byte)
+	defer vmstatBufs.Put(buf)
+	b, _ := readSmall(f, *buf)
 	return oomBaseline{file: f, count: counter(b, "oom_kill")}
 }
 
@@ -511,14 +572,18 @@ func (o oomBaseline) rose() bool {
 	if o.file == "" {
 		return false
 	}
-	b, _ := os.ReadFile(o.file)
+	buf := vmstatBufs.Get().(*[]byte)
+	defer vmstatBufs.Put(buf)
+	b, _ := readSmall(o.file, *buf)
 	return counter(b, "oom_kill") > o.count
 }
 
 // counter returns the value of the "key N" line of a flat-keyed file.
 func counter(b []byte, key string) int64 {
-	for _, line := range bytes.Split(b, []byte("\n")) {
-		if v, ok := bytes.CutPrefix(line, []byte(key+" ")); ok {
+	for len(b) > 0 {
+		var line []byte
+		line, b, _ = bytes.Cut(b, []byte("\n"))
+		if v, ok := bytes.CutPrefix(line, []byte(key)); ok && len(v) > 0 && v[0] == ' ' {
 			n, _ := strconv.ParseInt(string(bytes.TrimSpace(v)), 10, 64)
 			return n
 		}

@@ -22,9 +22,13 @@ import (
 
 const (
 	// safetyReapInterval bounds how long a child can stay a zombie if a SIGCHLD
-	// was lost (coalesced signals are drained anyway; this covers e.g. a signal that
-	// arrived while no Reaper was listening).
-	safetyReapInterval = time.Second
+	// was lost. None is lost in practice: coalesced signals are drained by the
+	// wait4 loop, one that arrived while no Reaper was listening is covered by
+	// the loop's first pass, and sigCh is buffered so one that arrives during a
+	// pass leaves a pass pending. It is 10 s rather than 1 s because every tick
+	// wakes an idle daemon (issue 16: no timer more often than once per 10 s;
+	// measured by `sandbox-bench -scenarios idle`).
+	safetyReapInterval = 10 * time.Second
 
 	// groupPollInterval is how often Terminate checks whether a group whose leader
 	// has been reaped still has members.
@@ -44,8 +48,8 @@ const (
 var active atomic.Bool
 
 // Reaper is the only place of the process that calls wait4. It marks the process
-// a child subreaper and runs one goroutine that, on every SIGCHLD (and once a
-// second as a safety net), reaps every child that has exited: exit statuses of
+// a child subreaper and runs one goroutine that, on every SIGCHLD (and every
+// 10 s as a safety net), reaps every child that has exited: exit statuses of
 // processes started with Start are dispatched to their Process; any other child
 // (an orphan reparented to us) is reaped and counted.
 //
@@ -344,7 +348,12 @@ func (r *Reaper) Start(spec Spec) (*Process, error) {
 		Sys:   sys,
 	}
 
-	oom := newOOMBaseline()
+	// The machine-wide OOM counter is the fallback for a command without a
+	// memory cgroup of its own; reading /proc/vmstat costs ~40 µs a command.
+	var oom oomBaseline
+	if !r.cg.hasMemEvents() {
+		oom = newOOMBaseline()
+	}
 
 	r.forkSlots <- struct{}{}
 	defer func() { <-r.forkSlots }()
@@ -355,6 +364,9 @@ func (r *Reaper) Start(spec Spec) (*Process, error) {
 		return nil, ErrClosed
 	}
 	cg, cgfd := r.commandCgroup(attr.Sys)
+	if cg == nil && oom.file == "" {
+		oom = newOOMBaseline() // no cgroup of its own after all
+	}
 	// On an exec failure ForkExec reaps the child itself with wait4(pid); our loop
 	// cannot run meanwhile because we hold the read lock.
 	pid, err := syscall.ForkExec(path, spec.Argv, attr)
@@ -366,6 +378,9 @@ func (r *Reaper) Start(spec Spec) (*Process, error) {
 		unix.Rmdir(cg.dir)
 		cg, cgfd = nil, -1
 		attr.Sys.UseCgroupFD, attr.Sys.CgroupFD = false, 0
+		if oom.file == "" {
+			oom = newOOMBaseline()
+		}
 		pid, err = syscall.ForkExec(path, spec.Argv, attr)
 	}
 	if cgfd >= 0 {

@@ -265,20 +265,30 @@ func (c *Command) requestEnd(why cause) {
 // end-of-command rule, and finalises the command.
 func (c *Command) run(p *procgroup.Process) {
 	defer c.m.wg.Done()
+	// The last pump to return closes pipesDone itself: no goroutine waits
+	// on the WaitGroup just to close it (one hand-off less per command).
 	var pumps sync.WaitGroup
+	pipesDone := make(chan struct{})
+	var left atomic.Int32
+	pumpDone := func() {
+		if left.Add(-1) == 0 {
+			close(pipesDone)
+		}
+		pumps.Done()
+	}
 	if p.PTY != nil {
 		// One stream, read until EIO: every holder of the terminal closed it.
 		pumps.Add(1)
-		go c.pump(p.PTY, ringbuf.PTY, &pumps)
+		left.Store(1)
+		go c.pump(p.PTY, ringbuf.PTY, pumpDone)
 		c.m.wg.Add(1) // the owner holds a count: Shutdown's Wait cannot have returned
 		go c.writeStdin(p.PTY)
 	} else {
 		pumps.Add(2)
-		go c.pump(p.Stdout, ringbuf.Stdout, &pumps)
-		go c.pump(p.Stderr, ringbuf.Stderr, &pumps)
+		left.Store(2)
+		go c.pump(p.Stdout, ringbuf.Stdout, pumpDone)
+		go c.pump(p.Stderr, ringbuf.Stderr, pumpDone)
 	}
-	pipesDone := make(chan struct{})
-	go func() { pumps.Wait(); close(pipesDone) }()
 	if p.Stdin != nil {
 		c.m.wg.Add(1)
 		go c.writeStdin(p.Stdin)
@@ -288,8 +298,11 @@ func (c *Command) run(p *procgroup.Process) {
 	defer timeout.Stop()
 	var grace <-chan time.Time
 	var terminated chan struct{}
-	termCtx, stopTerm := c.m.killContext()
-	defer stopTerm()
+	// The kill context (a goroutine watching Shutdown's kill deadline) is
+	// made when an end is requested, not for every command.
+	var termCtx context.Context
+	stopTerm := func() {}
+	defer func() { stopTerm() }()
 	leaderDone, endCh, shutdown, killNow := p.Done(), c.endCh, c.m.shutdownCh, c.m.killNow
 	pipesOpen := true
 	hurry := false // Shutdown's kill deadline has passed: no more grace
@@ -347,6 +360,7 @@ func (c *Command) run(p *procgroup.Process) {
 				c.leaderExited, c.cause = true, causeNone
 				c.mu.Unlock()
 			}
+			termCtx, stopTerm = c.m.killContext()
 			terminated = make(chan struct{})
 			go func() {
 				defer close(terminated)
@@ -419,8 +433,8 @@ func (c *Command) finish(exit procgroup.ExitStatus) {
 // pump copies one pipe into the ring until EOF or until the pipe is closed.
 // It never waits for a reader. A multi-byte UTF-8 character split by a read
 // is held back until the next read (or EOF), so no chunk ends inside one.
-func (c *Command) pump(f *os.File, s ringbuf.Stream, wg *sync.WaitGroup) {
-	defer wg.Done()
+func (c *Command) pump(f *os.File, s ringbuf.Stream, done func()) {
+	defer done()
 	bp := pumpBufs.Get().(*[]byte)
 	defer pumpBufs.Put(bp)
 	buf := *bp

@@ -17,7 +17,9 @@
 //	throughput  C concurrent clients, R runs of `echo hi` in all, vs C goroutines of os/exec
 //	stream      S bytes of text to one live NDJSON follower vs a raw pipe read of the same command
 //	ws          the same over WebSocket /v1/commands/{id}/attach (skipped while it answers 404)
+//	lossless    the highest paced producer rate one NDJSON / one WebSocket follower receives with no gap
 //	memory      idle RSS, peak RSS during a flood with no reader, RSS with 64 full rings (own daemon)
+//	idle        context switches of an idle daemon in 10 s: how often timers wake it (own daemon)
 //	fanout      F followers of one command at full speed, each checking every byte (own daemon)
 //
 // Goals are figures, not tests: a missed goal does not change the exit
@@ -50,6 +52,7 @@ import (
 
 type options struct {
 	daemonBin string
+	naiveBin  string
 	addr      string
 	pid       int
 	quick     bool
@@ -59,30 +62,35 @@ type options struct {
 	markdown  bool
 	cpuprof   string
 	produce   int64
+	rate      float64
 	env       envFlag
 
-	latencyN      int
-	latencyWarmup int
-	clients       int
-	runs          int
-	streamBytes   int64
-	streamRounds  int
-	streamCmd     string
-	floodDuration time.Duration
-	retained      int
-	retainedBytes int
-	fanout        int
-	fanoutBytes   int64
-	fanoutRing    int64
+	latencyN       int
+	latencyWarmup  int
+	clients        int
+	runs           int
+	streamBytes    int64
+	streamRounds   int
+	streamCmd      string
+	floodDuration  time.Duration
+	retained       int
+	retainedBytes  int
+	fanout         int
+	fanoutBytes    int64
+	fanoutRing     int64
+	losslessBytes  int64
+	losslessBudget time.Duration
+	idleWindow     time.Duration
 }
 
-var allScenarios = []string{"latency", "legacy", "throughput", "stream", "ws", "memory", "fanout"}
+var allScenarios = []string{"latency", "legacy", "throughput", "stream", "ws", "lossless", "memory", "idle", "fanout"}
 
 func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	o := &options{}
 	fs := flag.NewFlagSet("sandbox-bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&o.daemonBin, "daemon", "", "daemon binary to start (default: go build ./cmd/sandbox-runtime into a temp dir)")
+	fs.StringVar(&o.naiveBin, "naive", "", "naive baseline server binary (default: go build ./cmd/sandbox-bench/naive; \"off\": no naive baseline)")
 	fs.StringVar(&o.addr, "addr", "", "target an already running daemon at this loopback host:port instead of starting one")
 	fs.IntVar(&o.pid, "pid", 0, "with -addr: the daemon's PID, for the RSS figures")
 	fs.BoolVar(&o.quick, "quick", false, "small counts and sizes for a CI smoke run (< 30 s)")
@@ -93,6 +101,10 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.Var(&o.env, "daemon-env", "K=V added to the environment of every daemon started (repeatable; e.g. GOGC=50, GODEBUG=gctrace=1)")
 	fs.StringVar(&o.cpuprof, "cpuprofile", "", "write this tool's CPU profile to the file (the client side)")
 	fs.Int64Var(&o.produce, "produce", -1, "act as the stream producer: write this many bytes of text lines to stdout and exit")
+	fs.Float64Var(&o.rate, "rate", 0, "with -produce: at most this many bytes/s (paced 64 KiB writes); 0: full speed")
+	fs.Int64Var(&o.losslessBytes, "lossless-bytes", 256<<20, "bytes of output of each lossless-follow probe")
+	fs.DurationVar(&o.losslessBudget, "lossless-budget", 25*time.Second, "time budget of the lossless-follow search, per transport")
+	fs.DurationVar(&o.idleWindow, "idle-window", 10*time.Second, "how long the idle scenario counts the daemon's context switches")
 	fs.IntVar(&o.latencyN, "latency-n", 400, "sequential runs per latency scenario (each side)")
 	fs.IntVar(&o.latencyWarmup, "latency-warmup", 20, "warm-up runs per side, not counted")
 	fs.IntVar(&o.clients, "clients", 8, "concurrent clients of the throughput scenario")
@@ -117,14 +129,16 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	if o.quick {
 		quick := map[string]func(){
-			"latency-n":      func() { o.latencyN = 100 },
-			"latency-warmup": func() { o.latencyWarmup = 10 },
-			"runs":           func() { o.runs = 200 },
-			"stream-bytes":   func() { o.streamBytes = 32 << 20 },
-			"stream-rounds":  func() { o.streamRounds = 1 },
-			"flood":          func() { o.floodDuration = 2 * time.Second },
-			"fanout-bytes":   func() { o.fanoutBytes = 4 << 20 },
-			"deadline":       func() { o.deadline = 60 * time.Second },
+			"latency-n":       func() { o.latencyN = 100 },
+			"latency-warmup":  func() { o.latencyWarmup = 10 },
+			"runs":            func() { o.runs = 200 },
+			"stream-bytes":    func() { o.streamBytes = 32 << 20 },
+			"stream-rounds":   func() { o.streamRounds = 1 },
+			"flood":           func() { o.floodDuration = 2 * time.Second },
+			"fanout-bytes":    func() { o.fanoutBytes = 4 << 20 },
+			"deadline":        func() { o.deadline = 60 * time.Second },
+			"lossless-bytes":  func() { o.losslessBytes = 32 << 20 },
+			"lossless-budget": func() { o.losslessBudget = 6 * time.Second },
 		}
 		for name, f := range quick {
 			if !set[name] {
@@ -142,7 +156,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	}
 	switch {
 	case o.latencyN < 1, o.clients < 1, o.runs < o.clients, o.streamBytes < 1, o.streamRounds < 1,
-		o.retained < 1, o.retainedBytes < 1, o.fanout < 1, o.fanoutBytes < 1, o.floodDuration <= 0:
+		o.retained < 1, o.retainedBytes < 1, o.fanout < 1, o.fanoutBytes < 1, o.floodDuration <= 0,
+		o.losslessBytes < 1, o.losslessBudget <= 0, o.idleWindow <= 0:
 		return nil, errors.New("counts, sizes and durations must be positive (and -runs >= -clients)")
 	}
 	if o.addr != "" {
@@ -163,6 +178,11 @@ func (e *envFlag) Set(v string) error {
 	}
 	*e = append(*e, v)
 	return nil
+}
+
+// wantNaive tells whether a scenario that compares with the naive server runs.
+func (b *bench) wantNaive() bool {
+	return b.o.want("latency") || b.o.want("legacy") || b.o.want("throughput") || b.o.want("stream")
 }
 
 func (o *options) want(s string) bool {
@@ -186,6 +206,10 @@ func mainCode() int {
 		return 2
 	}
 	if o.produce >= 0 {
+		produce := produce
+		if o.rate > 0 {
+			produce = func(w io.Writer, n int64) error { return producePaced(w, n, o.rate) }
+		}
 		if err := produce(os.Stdout, o.produce); err != nil {
 			return 1
 		}
@@ -250,6 +274,7 @@ type bench struct {
 	tmp    string
 	client *http.Client
 	rows   []row
+	naive  *daemon // the naive baseline server, nil when off
 	mem    []memRow
 	notes  []string
 	failed bool // a check failed (not a goal: a wrong answer)
@@ -263,6 +288,8 @@ type row struct {
 	value    string
 	baseline string
 	ratio    string
+	naive    string // the naive server's figure, "" when there is none
+	nratio   string // the ratio to it
 	goal     string
 	result   string // met, missed, info, n/a
 }
@@ -314,6 +341,25 @@ func run(ctx context.Context, o *options, stdout, stderr io.Writer) int {
 		}
 	}
 
+	if o.naiveBin != "off" && b.wantNaive() {
+		bin := o.naiveBin
+		if bin == "" {
+			if bin, err = buildNaive(ctx, tmp); err != nil {
+				b.logf("%v", err)
+				return 1
+			}
+		}
+		if b.naive, err = startDaemon(ctx, "naive", bin, tmp, nil, nil); err != nil {
+			b.logf("naive: %v", err)
+			return 1
+		}
+		defer func() {
+			if err := b.naive.stop(); err != nil {
+				b.logf("stopping the naive server: %v", err)
+			}
+		}()
+	}
+
 	type scenario struct {
 		name string
 		run  func(context.Context, *daemon) error
@@ -323,11 +369,13 @@ func run(ctx context.Context, o *options, stdout, stderr io.Writer) int {
 		{name: "memory", run: b.memory, own: map[string]string{
 			"SANDBOX_MAX_RUNNING": "16", "SANDBOX_MAX_RETAINED": fmt.Sprint(o.retained),
 			"SANDBOX_OUTPUT_LIMIT_BYTES": "1048576"}},
+		{name: "idle", run: b.idle, own: map[string]string{}},
 		{name: "latency", run: b.latency},
 		{name: "legacy", run: b.legacy},
 		{name: "throughput", run: b.throughput},
 		{name: "stream", run: b.stream},
 		{name: "ws", run: b.ws},
+		{name: "lossless", run: b.lossless},
 		{name: "fanout", run: b.fanoutScenario, own: map[string]string{
 			"SANDBOX_OUTPUT_LIMIT_BYTES": fmt.Sprint(o.fanoutRing)}},
 	}
@@ -407,10 +455,10 @@ func (b *bench) print(total time.Duration) {
 	fmt.Fprintf(w, "\nsandbox-bench: %d CPUs, GOMAXPROCS %d, %s/%s, %s in all\n",
 		runtime.NumCPU(), runtime.GOMAXPROCS(0), runtime.GOOS, runtime.GOARCH, total.Round(100*time.Millisecond))
 	fmt.Fprintf(w, "machine: at start %s; at end %s\n\n", b.loadStart, loadInfo())
-	header := []string{"measure", "value", "baseline", "ratio", "goal", "result"}
+	header := []string{"measure", "value", "baseline", "ratio", "naive", "× naive", "goal", "result"}
 	rows := make([][]string, 0, len(b.rows))
 	for _, r := range b.rows {
-		rows = append(rows, []string{r.measure, r.value, r.baseline, r.ratio, r.goal, r.result})
+		rows = append(rows, []string{r.measure, r.value, r.baseline, r.ratio, r.naive, r.nratio, r.goal, r.result})
 	}
 	b.table(header, rows)
 	if len(b.mem) > 0 {
