@@ -43,6 +43,7 @@ func (s *Server) info(w http.ResponseWriter, r *http.Request) {
 		Name:        "sandbox-runtime",
 		Version:     s.opts.Version,
 		APIVersions: []string{"v1"},
+		StartedAt:   s.started,
 		Limits: infoLimits{
 			MaxRunning:            c.MaxRunning,
 			MaxRetained:           c.MaxRetained,

@@ -1,9 +1,13 @@
 package api
 
 import (
+	"encoding/json"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/sandbox-runtime/sandbox-runtime/wire"
 )
 
 // TestCreateRefusesEmptyIDAndNullEnv: the contract's "anything that is not a
@@ -29,5 +33,33 @@ func TestCreateRefusesEmptyIDAndNullEnv(t *testing.T) {
 		if code, b := atDo(t, "POST", ts.URL+"/v1/commands", body, nil); code != http.StatusCreated {
 			t.Errorf("%s: got %d %s; want 201", body, code, b)
 		}
+	}
+}
+
+// TestInfoStartedAtTellsRestarts: /v1/info's started_at is when the server
+// was made, and a second server (a restarted daemon) has a later one, so a
+// client can tell that remembered command ids are gone.
+func TestInfoStartedAtTellsRestarts(t *testing.T) {
+	startedAt := func(ts *testServer) time.Time {
+		t.Helper()
+		code, b := atDo(t, "GET", ts.URL+"/v1/info", "", nil)
+		var info wire.Info
+		if err := json.Unmarshal(b, &info); code != 200 || err != nil {
+			t.Fatalf("info: %d %v %s", code, err, b)
+		}
+		return info.StartedAt
+	}
+	before := time.Now()
+	first := newTestServer(t, nil)
+	a := startedAt(first)
+	if a.Before(before) || a.After(time.Now()) || a.Location() != time.UTC {
+		t.Fatalf("started_at %v; want a UTC time between %v and now", a, before)
+	}
+	if again := startedAt(first); !again.Equal(a) {
+		t.Fatalf("started_at changed from %v to %v without a restart", a, again)
+	}
+	second := newTestServer(t, nil)
+	if b := startedAt(second); !b.After(a) {
+		t.Fatalf("the second server's started_at %v is not after the first's %v", b, a)
 	}
 }

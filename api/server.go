@@ -70,6 +70,7 @@ type Server struct {
 	raw      []rawRoute // the Raw routes, served before the mux
 	handler  http.Handler
 	draining atomic.Bool
+	started  time.Time // when this server was made: /v1/info started_at
 	// streamsCtx is cancelled when open streams must end at once (the last
 	// step of shutdown); they then send their final line.
 	streamsCtx  context.Context
@@ -95,7 +96,7 @@ func New(m *runtime.Manager, opts Options) *Server {
 	if opts.HeartbeatInterval <= 0 {
 		opts.HeartbeatInterval = 10 * time.Second
 	}
-	s := &Server{m: m, opts: opts, log: opts.Logger.Named("api"), metrics: opts.Metrics, hijacked: newConnSet(), bodies: newBodyGate()}
+	s := &Server{m: m, opts: opts, log: opts.Logger.Named("api"), metrics: opts.Metrics, hijacked: newConnSet(), bodies: newBodyGate(), started: time.Now().UTC()}
 	s.bodies.refuse = s.refuse
 	s.conns = newConnLimiter(fdSoftLimit(), s.log.Named("conns"))
 	s.streamsCtx, s.stopStreams = context.WithCancel(context.Background())

@@ -328,6 +328,7 @@ type Info struct {
 	Name        string    `json:"name"`
 	Version     string    `json:"version"`
 	APIVersions []string  `json:"api_versions"`
+	StartedAt   time.Time `json:"started_at"` // when this daemon started: a new value means a restart (ids forgotten)
 	Limits      Limits    `json:"limits"`
 	Features    []string  `json:"features"`
 	Isolation   Isolation `json:"isolation"`
