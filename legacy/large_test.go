@@ -1,6 +1,8 @@
 package legacy
 
 import (
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -56,5 +58,24 @@ func TestLegacyExecuteLargeCommand(t *testing.T) {
 		<-ts.Legacy.execSlots
 	default:
 		t.Errorf("an execution place was not given back")
+	}
+}
+
+// TestLegacyExecuteSpawnFailureCounted: a legacy /execute whose program
+// cannot start is a failed start in spawn_failures_total, as a v1 create is.
+func TestLegacyExecuteSpawnFailureCounted(t *testing.T) {
+	ts := newTestServer(t, nil)
+	code, out := legacyExec(t, ts.URL, "no-such-program-for-the-metric", nil)
+	if code != 200 || out.ExitCode != 1 {
+		t.Fatalf("/execute of a missing program: %d %+v; want 200, exit 1", code, out)
+	}
+	resp, err := http.Get(ts.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if want := `sandbox_runtime_spawn_failures_total{class="not_found"} 1`; !strings.Contains(string(body), want) {
+		t.Errorf("/metrics after a failed legacy start lacks %s", want)
 	}
 }

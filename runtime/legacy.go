@@ -153,6 +153,7 @@ func (m *Manager) execute(argv []string, timeout time.Duration) (ExecResult, err
 
 	p, err := m.reaper.Start(procgroup.Spec{Argv: argv, Env: m.cfg.Env, Dir: m.cfg.BaseDir})
 	if err != nil {
+		m.obs.SpawnFailed(SpawnClassOf(err))
 		return ExecResult{}, errorf(ErrSpawnFailed, "%v", err).(*classified).wrap(err)
 	}
 	log := m.log.With(zap.String("argv0", argv[0]), zap.Int("pid", p.Pid))

@@ -179,9 +179,7 @@ func (m *Manager) Create(r CreateRequest) (Status, bool, error) {
 		m.mu.Unlock()
 		m.wg.Done()
 		close(c.startedCh)
-		if !errors.Is(c.startErr, ErrResourceExhausted) { // that one is answered 503, not counted as a failed start
-			m.obs.SpawnFailed(SpawnClassOf(err))
-		}
+		m.obs.SpawnFailed(SpawnClassOf(err)) // a 503 resource_exhausted too: class resources
 		c.log.Info("command spawn failed", zap.String("argv0", s.argv[0]), zap.Error(err))
 		return Status{}, false, c.startErr
 	}

@@ -16,7 +16,7 @@ const (
 	SpawnNotFound   SpawnClass = "not_found"   // ENOENT, ENOTDIR: no such executable or directory
 	SpawnPermission SpawnClass = "permission"  // EACCES, EPERM, EISDIR
 	SpawnExecFormat SpawnClass = "exec_format" // ENOEXEC
-	SpawnResources  SpawnClass = "resources"   // EAGAIN, ENOMEM, EMFILE, ENFILE, ENOSPC, E2BIG: a limit, worth a retry
+	SpawnResources  SpawnClass = "resources"   // EAGAIN, ENOMEM, EMFILE, ENFILE, ENOSPC: the sandbox ran out, worth a retry
 	SpawnOther      SpawnClass = "other"
 )
 
@@ -67,7 +67,7 @@ func spawnClassOf(errno syscall.Errno) SpawnClass {
 		return SpawnPermission
 	case syscall.ENOEXEC:
 		return SpawnExecFormat
-	case syscall.EAGAIN, syscall.ENOMEM, syscall.EMFILE, syscall.ENFILE, syscall.ENOSPC, syscall.E2BIG:
+	case syscall.EAGAIN, syscall.ENOMEM, syscall.EMFILE, syscall.ENFILE, syscall.ENOSPC: // E2BIG is the caller's: other
 		return SpawnResources
 	}
 	return SpawnOther
