@@ -4,7 +4,9 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"sync"
@@ -176,4 +178,26 @@ func TestMetrics(t *testing.T) {
 	}
 	s, _ = metScrape(t, ts)
 	metWant(t, s, map[string]float64{"handles_expired_total": 3, "handles_evicted_total": 1, "commands_retained": 0})
+}
+
+// TestNoMetricsIsAnyOther404: a server built without metrics (library use)
+// answers /metrics exactly as it answers any path it does not serve.
+func TestNoMetricsIsAnyOther404(t *testing.T) {
+	ts := newTestServer(t, nil)
+	srv := httptest.NewServer(New(ts.M, Options{Version: "test", BaseDir: ts.BaseDir}).Handler()) // no Metrics
+	defer srv.Close()
+	get := func(path string) (int, string) {
+		resp, err := http.Get(srv.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, resp.Header.Get("Content-Type") + " " + string(b)
+	}
+	mc, mb := get("/metrics")
+	oc, ob := get("/no-such-page")
+	if mc != http.StatusNotFound || mc != oc || strings.ReplaceAll(ob, "/no-such-page", "/metrics") != mb {
+		t.Errorf("/metrics without metrics: %d %s; want what /no-such-page answers: %d %s", mc, mb, oc, ob)
+	}
 }

@@ -52,7 +52,11 @@ import (
 const legacyParseError = "There was an error parsing the body"
 
 func (s *Handlers) legacyRoot(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ok", "message": "Sandbox Runtime is active."})
+	// A struct, not a map: the keys in the order the Python runtime sent them.
+	writeJSON(w, http.StatusOK, struct {
+		Status  string `json:"status"`
+		Message string `json:"message"`
+	}{"ok", "Sandbox Runtime is active."})
 }
 
 // legacyDetail writes a framework-style {"detail": …} error.
