@@ -9,6 +9,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"go.uber.org/zap"
+	"golang.org/x/sys/unix"
 )
 
 // waitRemoved polls until dir is gone (the cgroup worker removes released
@@ -127,4 +130,58 @@ func TestCgroupPoolEmptyFallsBack(t *testing.T) {
 		t.Errorf("cgroup %s still exists after Release with no worker: %v", dir, err)
 	}
 	r.Close()
+}
+
+// BenchmarkCgroupStart: Start → reap → Release of `true` in cgroup mode, with
+// the pool (mkdir and rmdir in the worker) and without it (both in the
+// caller's path: Start makes the cgroup, Release removes it).
+func BenchmarkCgroupStart(b *testing.B) {
+	for _, mode := range []string{"pool", "mkdir"} {
+		b.Run(mode, func(b *testing.B) {
+			r, err := NewReaper(zap.NewNop())
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer r.Close()
+			if err := r.UseCgroups(CgroupOptions{}); err != nil {
+				b.Skipf("no cgroup mode here: %v", err)
+			}
+			if mode == "mkdir" {
+				r.cg.stopWorker()
+			}
+			env := os.Environ()
+			for b.Loop() {
+				p, err := r.Start(Spec{Argv: []string{"/bin/true"}, Env: env})
+				if err != nil {
+					b.Fatal(err)
+				}
+				<-p.Done()
+				p.Stdout.Close()
+				p.Stderr.Close()
+				p.Release()
+			}
+		})
+	}
+}
+
+// BenchmarkCgroupMakeRemove: what the pool takes off a command's path, the
+// mkdir and open of its cgroup and the rmdir at its release.
+func BenchmarkCgroupMakeRemove(b *testing.B) {
+	r, err := NewReaper(zap.NewNop())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer r.Close()
+	if err := r.UseCgroups(CgroupOptions{}); err != nil {
+		b.Skipf("no cgroup mode here: %v", err)
+	}
+	r.cg.stopWorker()
+	for b.Loop() {
+		pc, err := r.cg.makeCgroup()
+		if err != nil {
+			b.Fatal(err)
+		}
+		unix.Close(pc.fd)
+		r.cg.release(&cmdCgroup{dir: pc.dir})
+	}
 }
