@@ -294,14 +294,18 @@ func (t *cgroupTree) newCommand() (*cmdCgroup, int, error) {
 	var pc pooledCgroup
 	select {
 	case pc = <-t.pool:
+		// Refill in batches: one wake-up of the worker per half pool,
+		// not one per command.
+		if len(t.pool) <= poolSize/2 {
+			t.kick()
+		}
 	default:
+		t.kick()
 		var err error
 		if pc, err = t.makeCgroup(); err != nil {
-			t.kick()
 			return nil, -1, err
 		}
 	}
-	t.kick()
 	return &cmdCgroup{dir: pc.dir, mem: t.memEvents.Load() == 1}, pc.fd, nil
 }
 
@@ -495,9 +499,15 @@ func readSmall(path string, buf []byte) ([]byte, error) {
 func (t *cgroupTree) release(c *cmdCgroup) {
 	t.mu.Lock()
 	if !t.stopped && t.quit != nil {
+		// Removed in batches too: at the worker's next refill, or now when
+		// half a pool is waiting (an empty cgroup costs nothing meanwhile,
+		// and Close removes what is left).
 		t.doomed = append(t.doomed, c.dir)
+		batch := len(t.doomed) >= poolSize/2
 		t.mu.Unlock()
-		t.kick()
+		if batch {
+			t.kick()
+		}
 		return
 	}
 	t.mu.Unlock()

@@ -15,9 +15,11 @@ import (
 )
 
 // waitRemoved polls until dir is gone (the cgroup worker removes released
-// cgroups off the caller's path), failing after waitTimeout.
-func waitRemoved(t *testing.T, dir, after string) {
+// cgroups off the caller's path, in batches: r.cg is kicked as the next
+// refill would), failing after waitTimeout.
+func waitRemoved(t *testing.T, r *Reaper, dir, after string) {
 	t.Helper()
+	r.cg.kick()
 	deadline := time.Now().Add(waitTimeout)
 	for {
 		_, err := os.Stat(dir)
@@ -32,9 +34,11 @@ func waitRemoved(t *testing.T, dir, after string) {
 	}
 }
 
-// waitPoolFull polls until the worker has filled the pool.
+// waitPoolFull kicks the worker (as a create would) and polls until it has
+// filled the pool.
 func waitPoolFull(t *testing.T, r *Reaper) {
 	t.Helper()
+	r.cg.kick()
 	deadline := time.Now().Add(waitTimeout)
 	for len(r.cg.pool) < cap(r.cg.pool) {
 		if time.Now().After(deadline) {
@@ -88,14 +92,12 @@ func TestCgroupPoolFreshPerCommand(t *testing.T) {
 		p.Release()
 	}
 	for dir := range used {
-		waitRemoved(t, dir, "Release")
+		waitRemoved(t, r, dir, "Release")
 	}
 	waitPoolFull(t, r)
-	var pooled []string
-	for i := 0; i < poolSize; i++ {
-		pc := <-r.cg.pool
-		pooled = append(pooled, pc.dir)
-		r.cg.pool <- pc
+	pooled, _ := filepath.Glob(filepath.Join(base, "commands", "c[0-9]*"))
+	if len(pooled) < poolSize {
+		t.Errorf("%d command cgroups with a full pool: %q", len(pooled), pooled)
 	}
 	r.Close()
 	for _, d := range pooled {

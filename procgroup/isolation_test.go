@@ -333,7 +333,7 @@ func TestCgroupKillEndsSetsidEscapee(t *testing.T) {
 	}
 	dir := p.cg.dir
 	p.Release()
-	waitRemoved(t, dir, "Release") // by the cgroup worker, off the caller's path
+	waitRemoved(t, r, dir, "Release") // by the cgroup worker, off the caller's path
 	r.Close()
 	if _, err := os.Stat(base); !os.IsNotExist(err) {
 		t.Errorf("cgroup tree %s still exists after Close: %v", base, err)
@@ -364,7 +364,7 @@ func TestCgroupLingeringRemovedWhenEmpty(t *testing.T) {
 	}
 	// The sweep runs in the reap pass that reaped the escapee (or the
 	// worker, when it had not tried the released cgroup before).
-	waitRemoved(t, dir, "its last member was reaped")
+	waitRemoved(t, r, dir, "its last member was reaped")
 }
 
 // alive reports whether pid exists and is not a zombie.
