@@ -504,8 +504,12 @@ func TestRemoveStaleTrees(t *testing.T) {
 	root := filepath.Join(mount, own)
 	stale := filepath.Join(root, fmt.Sprintf("sandbox-runtime-%d-stale", os.Getpid()))
 	live := filepath.Join(root, fmt.Sprintf("sandbox-runtime-%d-live", os.Getpid()))
+	// The live tree's daemon leaf is made last, just before a process is
+	// moved into it: a tree with an empty daemon leaf is stale by
+	// definition, and a runtime starting meanwhile on this machine would
+	// remove it.
 	for _, d := range []string{stale, stale + "/daemon", stale + "/commands", stale + "/commands/c1",
-		live, live + "/daemon", live + "/commands"} {
+		live, live + "/commands"} {
 		if err := os.Mkdir(d, 0o755); err != nil {
 			os.Remove(stale + "/commands/c1")
 			os.Remove(stale + "/commands")
@@ -520,12 +524,17 @@ func TestRemoveStaleTrees(t *testing.T) {
 		p.Signal(syscall.SIGKILL)
 		<-p.Done()
 		p.Release()
+		// Once the sleep has left its leaf the live tree is stale too, and
+		// another runtime's removeStale may have removed it first.
 		for _, d := range []string{live + "/daemon", live + "/commands", live} {
-			if err := os.Remove(d); err != nil {
+			if err := os.Remove(d); err != nil && !os.IsNotExist(err) {
 				t.Errorf("cleanup: %v", err)
 			}
 		}
 	})
+	if err := os.Mkdir(live+"/daemon", 0o755); err != nil {
+		t.Fatal(err)
+	}
 	if err := writeFile(live+"/daemon/cgroup.procs", strconv.Itoa(p.Pid)); err != nil {
 		t.Fatal(err)
 	}
