@@ -153,7 +153,7 @@ func (s *Server) createCommand(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Location", "/v1/commands/"+st.CommandID)
 	if !stream {
-		writeJSON(w, code, st)
+		writeStatus(w, code, &st)
 		return
 	}
 	c, err := s.m.Get(st.CommandID)
@@ -161,8 +161,19 @@ func (s *Server) createCommand(w http.ResponseWriter, r *http.Request) {
 		fail(w, err)
 		return
 	}
-	started := marshal(event{Type: "started", NextCursor: 0, Status: &st})
+	started := wire.AppendStatusEvent(nil, wire.EventStarted, &st, 0)
 	s.streamNDJSON(w, r, c, code, 0, true, secondsDur(window), started)
+}
+
+// writeStatus answers a status as writeJSON does, encoded without
+// reflection (the create answer, once per command).
+func writeStatus(w http.ResponseWriter, code int, st *runtime.Status) {
+	body := st.AppendJSON(make([]byte, 0, 1024))
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(code)
+	w.Write(body)
 }
 
 func (s *Server) listCommands(w http.ResponseWriter, r *http.Request) {

@@ -160,7 +160,7 @@ func (s *Server) streamEvents(ctx context.Context, c *runtime.Command, o streamO
 		cursor = res.Next
 		if res.Done {
 			st := c.Status()
-			line = append(line[:0], marshal(event{Type: "exit", Status: &st, NextCursor: cursor})...)
+			line = wire.AppendStatusEvent(line[:0], wire.EventExit, &st, cursor) // no reflection: once per stream
 			if err := sink.event(line); err != nil {
 				return err
 			}

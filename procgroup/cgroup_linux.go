@@ -81,6 +81,18 @@ type cgroupTree struct {
 
 	mu        sync.Mutex
 	lingering []string // command cgroups that still had members when released
+	doomed    []string // released command cgroups the worker has yet to remove
+	stopped   bool     // the worker is gone: release removes at once
+
+	// pool holds fresh, never used command cgroups, each with its directory
+	// open for CLONE_INTO_CGROUP, made by the worker ahead of the requests
+	// (mkdir of a cgroup costs tens of µs of kernel work). A cgroup is never
+	// reused: a command that ran in one leaves counters (memory.events,
+	// pids.peak) a new command must not inherit.
+	pool chan pooledCgroup
+	wake chan struct{} // kicks the worker (capacity 1)
+	quit chan struct{} // closed by remove: the worker ends
+	gone chan struct{} // closed by the worker when it has ended
 
 	// memEvents says whether command cgroups have memory.events (a memory
 	// controller): 0 not known yet, 1 yes, 2 no. It is fixed once the tree
@@ -109,6 +121,17 @@ type cmdCgroup struct {
 	mem bool // it has memory.events
 }
 
+// pooledCgroup is an empty command cgroup made ahead of its command, and its
+// directory's open fd.
+type pooledCgroup struct {
+	dir string
+	fd  int
+}
+
+// poolSize is how many empty command cgroups the worker keeps ready: enough
+// for a burst of concurrent creates (8 clients) between two refills.
+const poolSize = 8
+
 // UseCgroups builds the runtime's cgroup v2 tree and makes every later Start
 // put its command into a cgroup of its own. It must be called before the first
 // Start. On failure (no cgroup2 mount, no cgroup.kill, a read-only tree) nothing
@@ -128,6 +151,7 @@ func (r *Reaper) UseCgroups(opts CgroupOptions) error {
 		r.iso.Mode, r.iso.Reason = ModeThreads, reason
 		return err
 	}
+	t.startWorker()
 	r.cg = t
 	r.iso.Mode, r.iso.Reason, r.iso.Cgroup = ModeCgroup, reason, t.base
 	r.iso.Controllers = t.controllers()
@@ -263,27 +287,144 @@ func nearestPidsMax(dir, mount string) int64 {
 	return best
 }
 
-// newCommand creates the cgroup of the next command and opens it for
-// CLONE_INTO_CGROUP. The caller closes fd.
+// newCommand hands out the cgroup of the next command, opened for
+// CLONE_INTO_CGROUP: a fresh one from the pool, or one made now when the pool
+// is empty (a burst, or the worker is behind). The caller closes fd.
 func (t *cgroupTree) newCommand() (*cmdCgroup, int, error) {
+	var pc pooledCgroup
+	select {
+	case pc = <-t.pool:
+		// Refill in batches: one wake-up of the worker per half pool,
+		// not one per command.
+		if len(t.pool) <= poolSize/2 {
+			t.kick()
+		}
+	default:
+		t.kick()
+		var err error
+		if pc, err = t.makeCgroup(); err != nil {
+			return nil, -1, err
+		}
+	}
+	return &cmdCgroup{dir: pc.dir, mem: t.memEvents.Load() == 1}, pc.fd, nil
+}
+
+// makeCgroup creates the next command cgroup, c<N>, and opens it. The first
+// one made tells whether command cgroups have memory.events.
+func (t *cgroupTree) makeCgroup() (pooledCgroup, error) {
 	dir := filepath.Join(t.commands, "c"+strconv.FormatUint(t.seq.next(), 10))
 	if err := os.Mkdir(dir, 0o755); err != nil {
-		return nil, -1, err
+		return pooledCgroup{}, err
 	}
 	fd, err := unix.Open(dir, unix.O_DIRECTORY|unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		unix.Rmdir(dir)
-		return nil, -1, os.NewSyscallError("open", err)
+		return pooledCgroup{}, os.NewSyscallError("open", err)
 	}
-	mem := t.memEvents.Load()
-	if mem == 0 {
-		mem = 2
+	if t.memEvents.Load() == 0 {
+		mem := int32(2)
 		if fileExists(filepath.Join(dir, "memory.events")) {
 			mem = 1
 		}
-		t.memEvents.Store(mem)
+		t.memEvents.CompareAndSwap(0, mem)
 	}
-	return &cmdCgroup{dir: dir, mem: mem == 1}, fd, nil
+	return pooledCgroup{dir: dir, fd: fd}, nil
+}
+
+// startWorker starts the goroutine that fills the pool and removes released
+// cgroups, off the path of the requests. It waits on its channels only (no
+// timer), so an idle runtime is not woken by it.
+func (t *cgroupTree) startWorker() {
+	t.pool = make(chan pooledCgroup, poolSize)
+	t.wake = make(chan struct{}, 1)
+	t.quit = make(chan struct{})
+	t.gone = make(chan struct{})
+	go t.work()
+	t.kick()
+}
+
+// kick wakes the worker unless a wake-up is already pending.
+func (t *cgroupTree) kick() {
+	if t.wake == nil {
+		return
+	}
+	select {
+	case t.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (t *cgroupTree) work() {
+	defer close(t.gone)
+	for {
+		select {
+		case <-t.quit:
+			return
+		case <-t.wake:
+		}
+		t.removeDoomed()
+		for len(t.pool) < cap(t.pool) {
+			select {
+			case <-t.quit:
+				return
+			default:
+			}
+			pc, err := t.makeCgroup()
+			if err != nil {
+				// Start makes its own and logs why it cannot; try again
+				// at the next command.
+				t.log.Debug("cannot fill the command cgroup pool", zap.Error(err))
+				break
+			}
+			t.pool <- pc // only the worker sends, and there is room
+		}
+	}
+}
+
+// removeDoomed removes the released cgroups; one that still has members
+// lingers until the reaper's sweep finds it empty.
+func (t *cgroupTree) removeDoomed() {
+	t.mu.Lock()
+	doomed := t.doomed
+	t.doomed = nil
+	t.mu.Unlock()
+	var busy []string
+	for _, d := range doomed {
+		if err := unix.Rmdir(d); err != nil && err != unix.ENOENT {
+			busy = append(busy, d)
+		}
+	}
+	if len(busy) > 0 {
+		t.mu.Lock()
+		t.lingering = append(t.lingering, busy...)
+		t.mu.Unlock()
+	}
+}
+
+// stopWorker ends the worker and removes what it held: the pool's unused
+// cgroups and the released ones it had not removed yet. Later releases
+// remove at once.
+func (t *cgroupTree) stopWorker() {
+	t.mu.Lock()
+	already := t.stopped
+	t.stopped = true
+	t.mu.Unlock()
+	if already || t.quit == nil {
+		return
+	}
+	close(t.quit)
+	<-t.gone
+	for {
+		select {
+		case pc := <-t.pool:
+			unix.Close(pc.fd)
+			unix.Rmdir(pc.dir)
+			continue
+		default:
+		}
+		break
+	}
+	t.removeDoomed()
 }
 
 // hasMemEvents reports whether command cgroups are known to have
@@ -351,8 +492,25 @@ func readSmall(path string, buf []byte) ([]byte, error) {
 	return buf[:n], nil
 }
 
-// release removes the cgroup, or keeps it for a later try while it has members.
+// release hands the cgroup to the worker for removal (it is often called by
+// the reaper, which holds forkMu's write lock and so holds up every Start), or
+// removes it at once when the worker is gone. One that still has members is
+// kept for a later try.
 func (t *cgroupTree) release(c *cmdCgroup) {
+	t.mu.Lock()
+	if !t.stopped && t.quit != nil {
+		// Removed in batches too: at the worker's next refill, or now when
+		// half a pool is waiting (an empty cgroup costs nothing meanwhile,
+		// and Close removes what is left).
+		t.doomed = append(t.doomed, c.dir)
+		batch := len(t.doomed) >= poolSize/2
+		t.mu.Unlock()
+		if batch {
+			t.kick()
+		}
+		return
+	}
+	t.mu.Unlock()
 	if err := unix.Rmdir(c.dir); err == nil || err == unix.ENOENT {
 		return
 	}
@@ -382,6 +540,7 @@ func (t *cgroupTree) sweep() {
 // reaped by its new parent), the empty daemon leaf is kept: it marks the tree
 // as stale for the next runtime's removeStale.
 func (t *cgroupTree) remove() {
+	t.stopWorker()
 	t.sweep()
 	commandsGone := true
 	if t.commands != "" {

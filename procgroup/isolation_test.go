@@ -333,9 +333,7 @@ func TestCgroupKillEndsSetsidEscapee(t *testing.T) {
 	}
 	dir := p.cg.dir
 	p.Release()
-	if _, err := os.Stat(dir); !os.IsNotExist(err) {
-		t.Errorf("command cgroup %s still exists after Release: %v", dir, err)
-	}
+	waitRemoved(t, r, dir, "Release") // by the cgroup worker, off the caller's path
 	r.Close()
 	if _, err := os.Stat(base); !os.IsNotExist(err) {
 		t.Errorf("cgroup tree %s still exists after Close: %v", base, err)
@@ -364,10 +362,9 @@ func TestCgroupLingeringRemovedWhenEmpty(t *testing.T) {
 	if err := r.WaitOrphans(ctx, 1); err != nil {
 		t.Fatal(err)
 	}
-	// The sweep runs in the reap pass that reaped the escapee.
-	if _, err := os.Stat(dir); !os.IsNotExist(err) {
-		t.Errorf("cgroup %s still exists after its last member was reaped: %v", dir, err)
-	}
+	// The sweep runs in the reap pass that reaped the escapee (or the
+	// worker, when it had not tried the released cgroup before).
+	waitRemoved(t, r, dir, "its last member was reaped")
 }
 
 // alive reports whether pid exists and is not a zombie.
@@ -507,8 +504,12 @@ func TestRemoveStaleTrees(t *testing.T) {
 	root := filepath.Join(mount, own)
 	stale := filepath.Join(root, fmt.Sprintf("sandbox-runtime-%d-stale", os.Getpid()))
 	live := filepath.Join(root, fmt.Sprintf("sandbox-runtime-%d-live", os.Getpid()))
+	// The live tree's daemon leaf is made last, just before a process is
+	// moved into it: a tree with an empty daemon leaf is stale by
+	// definition, and a runtime starting meanwhile on this machine would
+	// remove it.
 	for _, d := range []string{stale, stale + "/daemon", stale + "/commands", stale + "/commands/c1",
-		live, live + "/daemon", live + "/commands"} {
+		live, live + "/commands"} {
 		if err := os.Mkdir(d, 0o755); err != nil {
 			os.Remove(stale + "/commands/c1")
 			os.Remove(stale + "/commands")
@@ -523,12 +524,17 @@ func TestRemoveStaleTrees(t *testing.T) {
 		p.Signal(syscall.SIGKILL)
 		<-p.Done()
 		p.Release()
+		// Once the sleep has left its leaf the live tree is stale too, and
+		// another runtime's removeStale may have removed it first.
 		for _, d := range []string{live + "/daemon", live + "/commands", live} {
-			if err := os.Remove(d); err != nil {
+			if err := os.Remove(d); err != nil && !os.IsNotExist(err) {
 				t.Errorf("cleanup: %v", err)
 			}
 		}
 	})
+	if err := os.Mkdir(live+"/daemon", 0o755); err != nil {
+		t.Fatal(err)
+	}
 	if err := writeFile(live+"/daemon/cgroup.procs", strconv.Itoa(p.Pid)); err != nil {
 		t.Fatal(err)
 	}
