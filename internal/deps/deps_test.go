@@ -4,12 +4,16 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"go/parser"
+	"go/token"
 	"io"
+	"os"
 	"os/exec"
 	"path/filepath"
 	goruntime "runtime"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -28,8 +32,8 @@ var layer = map[string]int{
 	"fsroot":         0,
 	"wire":           0,
 	"pycompat":       0,
-	"httpx":          0,
 	"runtime":        1,
+	"httpx":          2, // HTTP plumbing of the transports: above runtime, which must not speak HTTP
 	"metrics":        2,
 	"api":            3,
 	"legacy":         3,
@@ -52,6 +56,22 @@ var leaves = map[string][]string{
 	"internal/errno": nil,
 	"pycompat":       {"internal/errno"},
 	"procgroup":      {"internal/errno"},
+	"client":         {"wire"}, // a client of the protocol links no part of the server
+}
+
+// outer are the packages above every layer (commands, tools, tests): they
+// may import anything, nothing with a layer may import them. A project
+// package that is in none of layer, leaves and outer is a violation, so a
+// new package is placed on purpose.
+var outer = []string{"cmd/", "internal/daemontest", "internal/deps", "deploy", "docs", "reliability"}
+
+func isOuter(pkg string) bool {
+	for _, o := range outer {
+		if pkg == o || (strings.HasSuffix(o, "/") && strings.HasPrefix(pkg, o)) {
+			return true
+		}
+	}
+	return false
 }
 
 // violations returns every import of graph (package → its project imports,
@@ -61,6 +81,9 @@ func violations(graph map[string][]string) []string {
 	for pkg, imports := range graph {
 		from, fromHas := layer[pkg]
 		allowed, isLeaf := leaves[pkg]
+		if !fromHas && !isLeaf && !isOuter(pkg) {
+			out = append(out, fmt.Sprintf("%s is not classified: give it a layer, a leaf rule or an outer place in internal/deps", pkg))
+		}
 		for _, imp := range imports {
 			to, toHas := layer[imp]
 			if isLeaf {
@@ -83,14 +106,17 @@ func violations(graph map[string][]string) []string {
 	return out
 }
 
-// moduleGraph is the project's import graph from `go list -deps -json`.
+// moduleGraph is the project's import graph: the packages `go list`
+// finds, each with the project imports of all its non-test files, whatever
+// their build constraints (a `//go:build !linux` or tagged file counts as
+// much as any other).
 func moduleGraph(t *testing.T) map[string][]string {
 	t.Helper()
 	goTool, err := exec.LookPath("go")
 	if err != nil {
 		goTool = filepath.Join(goruntime.GOROOT(), "bin", "go")
 	}
-	cmd := exec.Command(goTool, "list", "-deps", "-json", "./...")
+	cmd := exec.Command(goTool, "list", "-e", "-json", "./...")
 	cmd.Dir = "../.."
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -103,7 +129,7 @@ func moduleGraph(t *testing.T) map[string][]string {
 	for {
 		var p struct {
 			ImportPath string
-			Imports    []string
+			Dir        string
 		}
 		if err := dec.Decode(&p); err == io.EOF {
 			break
@@ -112,16 +138,44 @@ func moduleGraph(t *testing.T) map[string][]string {
 		}
 		rel, ok := relative(p.ImportPath)
 		if !ok {
-			continue // the standard library, a dependency
+			continue
 		}
-		graph[rel] = []string{}
-		for _, imp := range p.Imports {
-			if r, ok := relative(imp); ok {
-				graph[rel] = append(graph[rel], r)
+		imports, err := dirImports(p.Dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		graph[rel] = imports
+	}
+	return graph
+}
+
+// dirImports returns the project imports of every non-test .go file in
+// dir, build constraints ignored.
+func dirImports(dir string) ([]string, error) {
+	files, err := filepath.Glob(filepath.Join(dir, "*.go"))
+	if err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{}
+	out := []string{}
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		af, err := parser.ParseFile(token.NewFileSet(), f, nil, parser.ImportsOnly)
+		if err != nil {
+			return nil, err
+		}
+		for _, spec := range af.Imports {
+			path, _ := strconv.Unquote(spec.Path.Value)
+			if r, ok := relative(path); ok && !seen[r] {
+				seen[r] = true
+				out = append(out, r)
 			}
 		}
 	}
-	return graph
+	sort.Strings(out)
+	return out, nil
 }
 
 func relative(importPath string) (string, bool) {
@@ -183,15 +237,46 @@ func TestViolationsCatchBadGraphs(t *testing.T) {
 		{"shlex imports pycompat", "shlex", "pycompat", "a leaf imports no project package"},
 		{"fsroot imports ringbuf", "fsroot", "ringbuf", "a leaf imports no project package"},
 		{"ringbuf imports wire", "ringbuf", "wire", "a leaf imports no project package"},
+		{"runtime imports httpx", "runtime", "httpx", "against the flow"},
+		{"client imports runtime", "client", "runtime", "a leaf imports no project package"},
+		{"client imports procgroup", "client", "procgroup", "a leaf imports no project package"},
+		{"a new package nobody placed", "server", "api", "is not classified"},
 	} {
 		bad := map[string][]string{}
 		for k, v := range good {
 			bad[k] = slices.Clone(v)
 		}
 		bad[tc.pkg] = append(bad[tc.pkg], tc.imp)
+		if tc.pkg == "server" { // the unplaced package is wired from main
+			bad["cmd/sandbox-runtime"] = append(bad["cmd/sandbox-runtime"], "server")
+		}
 		v := violations(bad)
-		if len(v) != 1 || !strings.Contains(v[0], tc.pkg+" imports "+tc.imp) || !strings.Contains(v[0], tc.want) {
+		if len(v) != 1 || !strings.HasPrefix(v[0], tc.pkg+" ") || !strings.Contains(v[0], tc.want) {
 			t.Errorf("%s: violations %q; want one saying %q", tc.name, v, tc.want)
 		}
+	}
+}
+
+// TestGraphSeesConstrainedFiles: a file behind a build constraint that
+// this build does not satisfy still counts (a bad import for another OS
+// or tag is still a bad import).
+func TestGraphSeesConstrainedFiles(t *testing.T) {
+	dir := t.TempDir()
+	src := "//go:build !linux && sometag\n\npackage api\n\nimport _ \"" + module + "/procgroup\"\n"
+	if err := os.WriteFile(filepath.Join(dir, "other.go"), []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "other_test.go"), []byte("package api\n\nimport _ \""+module+"/ringbuf\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	imports, err := dirImports(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(imports, []string{"procgroup"}) {
+		t.Fatalf("imports %v; want [procgroup] (the constrained file counted, the test file not)", imports)
+	}
+	if v := violations(map[string][]string{"api": imports}); len(v) != 1 || !strings.Contains(v[0], "skips the runtime layer") {
+		t.Fatalf("violations %q; want the skip of the runtime layer", v)
 	}
 }
