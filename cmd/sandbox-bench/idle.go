@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -49,15 +48,8 @@ func (b *bench) idle(ctx context.Context, d *daemon) error {
 		b.note("idle: skipped: the daemon's PID is unknown (give -pid with -addr)")
 		return nil
 	}
-	for range 5 {
-		if err := b.streamEcho(ctx, d); err != nil {
-			return err
-		}
-	}
-	for _, p := range []string{"/v1/info", "/v1/health", "/v1/commands"} {
-		if err := b.doJSON(ctx, "GET", d.url(p), nil, nil, http.StatusOK); err != nil {
-			return fmt.Errorf("GET %s: %w", p, err)
-		}
+	if err := b.warmUp(ctx, d); err != nil {
+		return err
 	}
 	b.client.CloseIdleConnections() // an idle daemon has no client
 	// The Go runtime finishes its own work first (GC, returning memory to the

@@ -644,12 +644,9 @@ func (b *bench) fanoutScenario(ctx context.Context, d *daemon) error {
 
 // --- memory ----------------------------------------------------------------
 
-func (b *bench) memory(ctx context.Context, d *daemon) error {
-	if d.pid == 0 {
-		b.note("memory: skipped: the daemon's PID is unknown (give -pid with -addr)")
-		return nil
-	}
-	// Idle: after start and a few requests.
+// warmUp runs the paths an idle figure should have seen once: a few
+// streamed commands and the read-only routes.
+func (b *bench) warmUp(ctx context.Context, d *daemon) error {
 	for range 5 {
 		if err := b.streamEcho(ctx, d); err != nil {
 			return err
@@ -659,6 +656,18 @@ func (b *bench) memory(ctx context.Context, d *daemon) error {
 		if err := b.doJSON(ctx, "GET", d.url(p), nil, nil, http.StatusOK); err != nil {
 			return fmt.Errorf("GET %s: %w", p, err)
 		}
+	}
+	return nil
+}
+
+func (b *bench) memory(ctx context.Context, d *daemon) error {
+	if d.pid == 0 {
+		b.note("memory: skipped: the daemon's PID is unknown (give -pid with -addr)")
+		return nil
+	}
+	// Idle: after start and a few requests.
+	if err := b.warmUp(ctx, d); err != nil {
+		return err
 	}
 	if err := sleep(ctx, 500*time.Millisecond); err != nil {
 		return err
