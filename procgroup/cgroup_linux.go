@@ -15,6 +15,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
@@ -558,10 +559,15 @@ func (t *cgroupTree) remove() {
 }
 
 // removeStale removes the trees of runtimes that are gone (killed before
-// they could clean up): a tree whose daemon leaf is empty. rmdir only ever
-// removes empty cgroups, so a command cgroup that still has processes stays.
-// Trees without a daemon leaf (a runtime that did not move itself) are left
-// to their owner.
+// they could clean up). A tree is sandbox-runtime-<pid>-<rand>; it is stale
+// when no process <pid> is alive in this pid namespace and either its
+// daemon leaf is empty, or it has no daemon leaf (a runtime that did not
+// move itself, e.g. a test) and is older than staleUnmovedAge. The pid check
+// keeps the tree of a runtime that is still building it (its daemon leaf is
+// empty until it moves in) out of reach of another runtime starting at the
+// same moment; a tree made in another pid namespace may look alive here and
+// is then left, never removed by mistake: rmdir only ever removes empty
+// cgroups, so a command cgroup that still has processes stays in any case.
 func removeStale(root string) {
 	entries, err := os.ReadDir(root)
 	if err != nil {
@@ -572,9 +578,18 @@ func removeStale(root string) {
 			continue
 		}
 		base := filepath.Join(root, e.Name())
+		if ownerAlive(e.Name()) {
+			continue
+		}
 		procs, err := os.ReadFile(filepath.Join(base, "daemon", "cgroup.procs"))
-		if err != nil || len(bytes.TrimSpace(procs)) > 0 {
-			continue // no daemon leaf, or its runtime is alive
+		switch {
+		case err == nil && len(bytes.TrimSpace(procs)) > 0:
+			continue // its runtime is alive in another pid namespace
+		case err != nil:
+			info, serr := os.Stat(base)
+			if serr != nil || time.Since(info.ModTime()) < staleUnmovedAge {
+				continue
+			}
 		}
 		cmds, _ := os.ReadDir(filepath.Join(base, "commands"))
 		for _, c := range cmds {
@@ -586,6 +601,22 @@ func removeStale(root string) {
 		unix.Rmdir(filepath.Join(base, "daemon"))
 		unix.Rmdir(base)
 	}
+}
+
+// staleUnmovedAge is how old a tree without a daemon leaf must be before
+// another runtime removes it (its owner may be in another pid namespace).
+const staleUnmovedAge = 10 * time.Minute
+
+// ownerAlive reports whether the pid in a tree's name
+// (sandbox-runtime-<pid>-<rand>) is a live process here.
+func ownerAlive(name string) bool {
+	rest := strings.TrimPrefix(name, "sandbox-runtime-")
+	pidText, _, ok := strings.Cut(rest, "-")
+	pid, err := strconv.Atoi(pidText)
+	if !ok || err != nil || pid <= 0 {
+		return false
+	}
+	return unix.Kill(pid, 0) != unix.ESRCH
 }
 
 // ownCgroup2 returns the cgroup2 mount point and the process's path in it.

@@ -502,14 +502,24 @@ func TestRemoveStaleTrees(t *testing.T) {
 		t.Skipf("no cgroup v2 mount: %v", err)
 	}
 	root := filepath.Join(mount, own)
-	stale := filepath.Join(root, fmt.Sprintf("sandbox-runtime-%d-stale", os.Getpid()))
+	// A pid above any pid_max (2^22) is no process: the stale tree's owner
+	// is gone. The live trees carry this test's own pid.
+	stale := filepath.Join(root, fmt.Sprintf("sandbox-runtime-%d-stale", 1<<23))
 	live := filepath.Join(root, fmt.Sprintf("sandbox-runtime-%d-live", os.Getpid()))
+	// building: a runtime that has made its empty daemon leaf and not yet
+	// moved in (its owner is alive): another runtime must leave it alone.
+	building := filepath.Join(root, fmt.Sprintf("sandbox-runtime-%d-building", os.Getpid()))
 	// The live tree's daemon leaf is made last, just before a process is
 	// moved into it: a tree with an empty daemon leaf is stale by
 	// definition, and a runtime starting meanwhile on this machine would
 	// remove it.
+	t.Cleanup(func() {
+		for _, d := range []string{building + "/commands/c1", building + "/commands", building + "/daemon", building} {
+			os.Remove(d)
+		}
+	})
 	for _, d := range []string{stale, stale + "/daemon", stale + "/commands", stale + "/commands/c1",
-		live, live + "/commands"} {
+		live, live + "/commands", building, building + "/daemon", building + "/commands", building + "/commands/c1"} {
 		if err := os.Mkdir(d, 0o755); err != nil {
 			os.Remove(stale + "/commands/c1")
 			os.Remove(stale + "/commands")
@@ -544,6 +554,9 @@ func TestRemoveStaleTrees(t *testing.T) {
 	}
 	if _, err := os.Stat(live + "/commands"); err != nil {
 		t.Errorf("the live tree lost %s/commands: %v", live, err)
+	}
+	if _, err := os.Stat(building + "/commands/c1"); err != nil {
+		t.Errorf("the tree of a runtime still building it (empty daemon leaf, owner alive) lost %s/commands/c1: %v", building, err)
 	}
 	// The sleep must leave the live tree's leaf before it can be removed.
 	writeFile(filepath.Join(root, "cgroup.procs"), strconv.Itoa(p.Pid))
