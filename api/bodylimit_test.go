@@ -3,6 +3,7 @@ package api
 import (
 	"bufio"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -150,6 +151,17 @@ func TestBodiesBeyondTheGateAre503(t *testing.T) {
 		t.Fatalf("health with the gate full: %v %v", resp, err)
 	}
 	resp.Body.Close()
+	// Both refusals, the legacy one too, count as too_busy (an alert on it
+	// must not miss legacy clients).
+	resp, err = http.Get(ts.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if want := `sandbox_runtime_refusals_total{reason="too_busy"} 2`; !strings.Contains(string(metrics), want) {
+		t.Errorf("/metrics lacks %s", want)
+	}
 }
 
 func TestMaxBodiesFor(t *testing.T) {

@@ -56,7 +56,7 @@ type Options struct {
 	// Refuse writes the server's own error answers outside /v1 (404 for an
 	// unknown path, 503 when too many bodies are in flight) in the shape
 	// the clients of those paths expect; nil means the v1 error body.
-	Refuse func(w http.ResponseWriter, status int, msg string)
+	Refuse func(w http.ResponseWriter, status int, code, msg string)
 }
 
 // Server serves the routes of protocol.md §3 and §5. Create it with New.
@@ -185,7 +185,7 @@ func (s *Server) methodHandler(r httpx.Route) http.Handler {
 		if !ok {
 			w.Header().Set("Allow", allowHeader)
 			if r.Refuse != nil {
-				r.Refuse(w, http.StatusMethodNotAllowed, "Method Not Allowed")
+				r.Refuse(w, http.StatusMethodNotAllowed, "method_not_allowed", "Method Not Allowed")
 			} else {
 				writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", req.Method+" is not allowed here; allowed: "+allowHeader, nil)
 			}
@@ -205,7 +205,7 @@ func (s *Server) notFound(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", "no route "+r.URL.Path, nil)
 		return
 	}
-	s.opts.Refuse(w, http.StatusNotFound, "Not Found")
+	s.opts.Refuse(w, http.StatusNotFound, "not_found", "Not Found")
 }
 
 // refuse writes one of the server's own error answers: the v1 body under
@@ -215,7 +215,7 @@ func (s *Server) refuse(w http.ResponseWriter, r *http.Request, status int, code
 		writeError(w, status, code, msg, nil)
 		return
 	}
-	s.opts.Refuse(w, status, msg)
+	s.opts.Refuse(w, status, code, msg)
 }
 
 func isV1(p string) bool { return strings.HasPrefix(p, "/v1/") || p == "/v1" }

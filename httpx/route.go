@@ -21,7 +21,7 @@ type Route struct {
 	Raw bool
 	// Refuse writes the framework's own error answers of this route (405)
 	// in its family's shape; nil means the v1 error body.
-	Refuse func(w http.ResponseWriter, status int, msg string)
+	Refuse func(w http.ResponseWriter, status int, code, msg string)
 }
 
 // RawPrefix is the path prefix of a Raw route: Pattern up to "{path...}".

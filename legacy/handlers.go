@@ -58,8 +58,9 @@ func (s *Handlers) Routes() []httpx.Route {
 
 // Refuse writes a framework error as FastAPI did, {"detail": msg}, for
 // api.Options.Refuse (every path outside /v1 is a legacy client's).
-func Refuse(w http.ResponseWriter, status int, msg string) {
-	writeJSON(w, status, map[string]string{"detail": msg})
+func Refuse(w http.ResponseWriter, status int, code, msg string) {
+	httpx.NoteError(w, code, msg) // the log and the metrics name the refusal (too_busy), not only its status
+	httpx.WriteJSON(w, status, map[string]string{"detail": msg})
 }
 
 // writeJSON writes a legacy answer; the message of an error answer
