@@ -68,9 +68,6 @@ const (
 	detachKey      = 0x1d // Ctrl-]: leave a terminal command running
 )
 
-// errDetached ends the stdin pump when the detach key is typed.
-var errDetached = errors.New("detached")
-
 // cliCommands maps each subcommand to its function.
 var cliCommands = map[string]func(*cli, []string) int{
 	"exec":   (*cli).exec,
@@ -399,10 +396,10 @@ func (c *cli) execute(f *createFlags, argv []string) int {
 		OnStart: func(st *wire.Status) {
 			started <- st.CommandID
 			if f.interactive {
-				go c.pumpStdin(ctx, func(b []byte, eof bool) error {
+				go c.pumpStdin(func(b []byte, eof bool) error {
 					_, err := c.c.Stdin(ctx, st.CommandID, b, eof)
 					return err
-				})
+				}, pumpOptions{})
 			}
 		},
 	})
@@ -441,35 +438,84 @@ func signalName(sig os.Signal) string {
 	return sig.String()
 }
 
+// pumpOptions shape pumpStdin.
+type pumpOptions struct {
+	// detach, when set, is called as soon as the detach key is read (a raw
+	// terminal); what came before the key in the same read is sent first.
+	detach func()
+	// noEOF: the local EOF stops forwarding without telling the command.
+	noEOF bool
+	// failed, when set, is called once when a send fails for a reason
+	// other than the command being done with its input.
+	failed func(error)
+}
+
 // pumpStdin copies this process's stdin to send until EOF, which it sends
-// too. It stops quietly when the command no longer takes input.
-func (c *cli) pumpStdin(ctx context.Context, send func(b []byte, eof bool) error) {
-	buf := make([]byte, 64<<10)
-	for {
-		n, err := c.stdin.Read(buf)
-		if n > 0 {
-			if serr := send(buf[:n], false); serr != nil {
-				c.stdinError(serr)
-				return
+// too (unless o.noEOF). Reading and sending are apart: a send that waits
+// (for a reconnect, or a full stdin queue) neither loses nor reorders what
+// is typed meanwhile, and the detach key still works while it waits. It
+// stops quietly when the command no longer takes input.
+func (c *cli) pumpStdin(send func(b []byte, eof bool) error, o pumpOptions) {
+	type chunk struct {
+		b   []byte
+		eof bool
+	}
+	q := make(chan chunk, 256)
+	go func() {
+		failed := false
+		for ch := range q {
+			if failed {
+				continue // keep draining: the reader must never block on a dead sender
+			}
+			if err := send(ch.b, ch.eof); err != nil {
+				failed = true
+				if errors.Is(err, net.ErrClosed) || isInputDone(err) {
+					continue // the command, or this side, is done with input
+				}
+				if o.failed != nil {
+					o.failed(err)
+				} else {
+					c.stdinError(err)
+				}
 			}
 		}
+	}()
+	defer close(q)
+	for {
+		buf := make([]byte, 64<<10)
+		n, err := c.stdin.Read(buf)
+		if n > 0 {
+			b := buf[:n]
+			if o.detach != nil {
+				if i := bytes.IndexByte(b, detachKey); i >= 0 {
+					if i > 0 {
+						q <- chunk{b: b[:i]}
+					}
+					o.detach()
+					return
+				}
+			}
+			q <- chunk{b: b}
+		}
 		if err != nil {
-			if serr := send(nil, true); serr != nil && err == io.EOF {
-				c.stdinError(serr)
+			if err == io.EOF && !o.noEOF {
+				q <- chunk{eof: true}
 			}
 			return
 		}
 	}
 }
 
-func (c *cli) stdinError(err error) {
-	if errors.Is(err, errDetached) {
-		return
-	}
+// isInputDone reports an error that says the command takes no more input.
+func isInputDone(err error) bool {
 	switch srclient.ErrorCode(err) {
 	case wire.CodeFinished, wire.CodeStdinClosed:
-		return // the command is done with its input
+		return true
 	}
+	return false
+}
+
+func (c *cli) stdinError(err error) {
 	c.errorf("forwarding stdin: %v", err)
 }
 
@@ -580,21 +626,14 @@ func (c *cli) attachTo(ctx context.Context, st *wire.Status, cursor int64, withS
 	}
 	detached := make(chan struct{})
 	if withStdin && (pty || (st.Stdin && !st.StdinClosed)) {
-		send := a.Stdin
+		o := pumpOptions{}
 		if raw {
-			send = func(b []byte, eof bool) error {
-				if i := bytes.IndexByte(b, detachKey); i >= 0 {
-					if i > 0 {
-						a.Stdin(b[:i], false)
-					}
-					close(detached)
-					a.Close() // ends the Next below
-					return errDetached
-				}
-				return a.Stdin(b, eof)
+			o.detach = func() {
+				close(detached)
+				a.Close() // ends the Next below
 			}
 		}
-		go c.pumpStdin(ctx, send)
+		go c.pumpStdin(a.Stdin, o)
 	}
 	started := make(chan string, 1)
 	started <- st.CommandID
