@@ -516,3 +516,53 @@ func TestAttachCloseDoesNotRedial(t *testing.T) {
 		}
 	}
 }
+
+// TestQuietAttachmentResumesAfterABlip (F15): an attachment that has been
+// quiet for longer than RetryFor is still re-dialled when its connection
+// breaks: the time without progress counts from the break.
+func TestQuietAttachmentResumesAfterABlip(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t)
+	ctx := testCtx(t, time.Minute)
+	p := newCutProxy(t, strings.TrimPrefix(d.url, "http://"), 1<<30, 1, slices.Repeat([]cutLimits{{-1, -1}}, 16)...)
+	const retryFor = 300 * time.Millisecond
+	c := newClient(t, p.url(), Options{RetryFor: retryFor})
+	direct := newClient(t, d.url, Options{})
+	req := helperReq("cat")
+	req.Stdin = true
+	st, err := direct.Start(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer direct.Kill(ctx, st.CommandID)
+	a, err := c.Attach(ctx, st.CommandID, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	got := make(chan *wire.Event, 1)
+	failed := make(chan error, 1)
+	go func() {
+		ev, err := a.Next(ctx)
+		if err != nil {
+			failed <- err
+			return
+		}
+		got <- ev
+	}()
+	// The quiet time is the condition under test, not a synchronisation:
+	// Next has waited three times RetryFor when the link breaks.
+	time.Sleep(3 * retryFor)
+	p.cutAll()
+	if _, err := direct.Stdin(ctx, st.CommandID, []byte("after the blip\n"), false); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-failed:
+		t.Fatalf("Next after a blip on a quiet attachment: %v; want the output", err)
+	case ev := <-got:
+		if b, _ := ev.Bytes(); string(b) != "after the blip\n" {
+			t.Fatalf("Next: %+v; want the output after the blip", ev)
+		}
+	}
+}

@@ -259,8 +259,8 @@ func (e *callbackError) Unwrap() []error { return []error{e.err, errCallback} }
 // returns. *cursor follows the next_cursor of each event processed.
 // Without a final event (a disconnect) it returns an error.
 func (c *Client) streamOnce(ctx context.Context, r request, cursor *int64, fn EventFunc) (*wire.Event, error) {
-	sctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	sctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
 	resp, err := c.send(sctx, r)
 	if err != nil {
 		return nil, err
@@ -269,11 +269,16 @@ func (c *Client) streamOnce(ctx context.Context, r request, cursor *int64, fn Ev
 	return c.readEvents(sctx, cancel, resp.Body, cursor, fn, nil)
 }
 
+// ErrSilent is the error of a stream that stayed silent (no event, no
+// heartbeat) for 35 s: the connection is taken for dead and re-opened.
+var ErrSilent = fmt.Errorf("the sandbox runtime sent nothing for %v, not even a heartbeat (is its --heartbeat-seconds over 35?)", idleTimeout)
+
 // readEvents reads NDJSON events from body until a final event. cancel
-// ends the request: it is called when the stream stays silent for
-// idleTimeout. onStarted, when not nil, gets the status of a started event.
-func (c *Client) readEvents(ctx context.Context, cancel context.CancelFunc, body io.Reader, cursor *int64, fn EventFunc, onStarted func(*wire.Status)) (*wire.Event, error) {
-	idle := time.AfterFunc(idleTimeout, cancel)
+// ends the request: it is called with ErrSilent when the stream stays
+// silent for idleTimeout. onStarted, when not nil, gets the status of a
+// started event.
+func (c *Client) readEvents(ctx context.Context, cancel context.CancelCauseFunc, body io.Reader, cursor *int64, fn EventFunc, onStarted func(*wire.Status)) (*wire.Event, error) {
+	idle := time.AfterFunc(idleTimeout, func() { cancel(ErrSilent) })
 	defer idle.Stop()
 	br := bufio.NewReaderSize(body, 64<<10)
 	for {
@@ -461,8 +466,8 @@ func (c *Client) Run(ctx context.Context, req wire.CreateRequest, o RunOptions) 
 	// replay from 0).
 	q := url.Values{"stream": {"true"}, "max_wait": {strconv.Itoa(streamWindow)}}
 	r := request{method: "POST", path: "/v1/commands", query: q, body: mustJSON(req), idempotent: true}
-	sctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	sctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
 	resp, err := c.send(sctx, r)
 	if err != nil {
 		return nil, err

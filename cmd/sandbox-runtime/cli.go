@@ -245,6 +245,7 @@ func (c *cli) fail(err error, id string) int {
 	var e *srclient.Error
 	switch {
 	case errors.Is(err, context.Canceled):
+		c.errorf("stopped before the end: %v", err)
 		return exitFailed
 	case errors.As(err, &te):
 		var op *net.OpError
