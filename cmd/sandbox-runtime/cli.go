@@ -343,7 +343,7 @@ func (f *createFlags) request(argv []string) wire.CreateRequest {
 const execUsage = "exec [-i] [-t] [-e K=V]… [-w DIR] [--timeout S] -- ARGV…"
 
 func (c *cli) exec(args []string) int {
-	fs, f, url, tok := c.createFlagSet(execUsage, "Runs ARGV in the sandbox, streams its output here and exits with its exit code (128+N for signal N).", false)
+	fs, f, url, tok := c.createFlagSet(execUsage, "Runs ARGV in the sandbox, streams its output here and exits with its exit code (128+N for signal N).\n\nExit status: the command's; 125 when the client or the daemon failed, and when output was lost\n(the daemon keeps only the most recent output, 1 MiB by default, and the client read too slowly)\nwhile the command itself exited 0; 126 cannot run, 127 not found, 2 usage error.", false)
 	argv, code, ok := c.parse(fs, url, tok, args, -1)
 	if !ok {
 		return code
@@ -393,7 +393,6 @@ func (c *cli) execute(f *createFlags, argv []string) int {
 		CollectLimit: -1,
 		Stdout:       func(b []byte) { c.stdout.Write(b) },
 		Stderr:       func(b []byte) { c.stderr.Write(b) },
-		OnGap:        c.gapNote,
 		OnStart: func(st *wire.Status) {
 			started <- st.CommandID
 			if f.interactive {
@@ -407,7 +406,7 @@ func (c *cli) execute(f *createFlags, argv []string) int {
 	if err != nil {
 		return c.fail(err, req.CommandID)
 	}
-	return c.finished(res.Status)
+	return c.lost(res.GapBytes, c.finished(res.Status))
 }
 
 // forwardSignals relays SIGINT, SIGTERM, SIGHUP and SIGQUIT to the command
@@ -520,8 +519,18 @@ func (c *cli) stdinError(err error) {
 	c.errorf("forwarding stdin: %v", err)
 }
 
-func (c *cli) gapNote(dropped int64) {
-	c.errorf("%d bytes of output were dropped before they could be read (the daemon keeps only the most recent output)", dropped)
+// lost says, once the command has ended, that gap bytes of its output were
+// lost, and returns the exit code: the command's own when it failed, else
+// 125, so that a script never takes incomplete output for a success.
+func (c *cli) lost(gap int64, code int) int {
+	if gap == 0 {
+		return code
+	}
+	c.errorf("%d bytes of the output (stdout and stderr together) were lost: the daemon keeps only the most recent output of a command, and it was not read fast enough; the command's own exit code was %d", gap, code)
+	if code == 0 {
+		return exitFailed
+	}
+	return code
 }
 
 // finished reports how the command ended, when that needs saying, and
@@ -639,6 +648,7 @@ func (c *cli) attachTo(ctx context.Context, st *wire.Status, cursor int64, withS
 	started := make(chan string, 1)
 	started <- st.CommandID
 	go c.forwardSignals(ctx, started, func(_ string, sig os.Signal) { a.Signal(signalName(sig)) })
+	var gap int64 // output bytes lost
 	for {
 		ev, err := a.Next(ctx)
 		if err != nil {
@@ -660,14 +670,14 @@ func (c *cli) attachTo(ctx context.Context, st *wire.Status, cursor int64, withS
 				c.stdout.Write(b)
 			}
 		case wire.EventGap:
-			c.gapNote(*ev.DroppedBytes)
+			gap += *ev.DroppedBytes
 		case wire.EventError:
 			if ev.Error.Code != wire.CodeFinished && ev.Error.Code != wire.CodeStdinClosed {
 				c.errorf("the daemon refused a frame: %s", ev.Error.Message)
 			}
 		case wire.EventExit:
 			restore() // before the note, which wants a cooked terminal
-			return c.finished(ev.Status)
+			return c.lost(gap, c.finished(ev.Status))
 		}
 	}
 }
@@ -761,9 +771,10 @@ func (c *cli) logs(args []string) int {
 		return code
 	}
 	id := rest[0]
+	var gap int64
 	fn := func(ev *wire.Event) error {
 		if ev.Type == wire.EventGap {
-			c.errorf("the oldest %d bytes of output are no longer held (the daemon keeps only the most recent output)", *ev.DroppedBytes)
+			gap += *ev.DroppedBytes
 			return nil
 		}
 		b, _ := ev.Bytes()
@@ -782,6 +793,10 @@ func (c *cli) logs(args []string) int {
 	}
 	if err != nil {
 		return c.fail(err, id)
+	}
+	if gap > 0 {
+		c.errorf("%d bytes of the output (stdout and stderr together) are missing: the daemon keeps only the most recent output of a command", gap)
+		return exitFailed
 	}
 	return 0
 }

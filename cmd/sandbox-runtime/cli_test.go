@@ -550,3 +550,66 @@ func waitDaemon(t *testing.T, d *cliDaemon, what string, ok func(*ptyState) bool
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// waitFinishedOne polls the daemon's list until it holds one command and
+// that one has finished, within 30 s, and returns it.
+func waitFinishedOne(t *testing.T, d *cliDaemon) wire.Status {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := http.Get(d.url + "/v1/commands")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var l wire.CommandList
+		json.NewDecoder(resp.Body).Decode(&l)
+		resp.Body.Close()
+		if len(l.Commands) == 1 && l.Commands[0].State.Finished() {
+			return l.Commands[0]
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("waited 30 s for the command to finish: %+v", l)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestCLIExecLostOutputFails (F02): output lost to the daemon's ring
+// (the client's stdout is a pipe nobody reads until the command has ended,
+// the ring is 64 KiB) makes exec say so once and exit 125 although the
+// command exited 0; a failing command keeps its own code. logs of the same
+// command exits 125 too.
+func TestCLIExecLostOutputFails(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		script string
+		code   int
+	}{{"head -c 2000000 /dev/zero", 125}, {"head -c 2000000 /dev/zero; exit 3", 3}} {
+		d := startCLIDaemon(t, "SANDBOX_OUTPUT_LIMIT_BYTES=65536")
+		cmd := exec.Command(binPath, "exec", "--", "sh", "-c", tc.script)
+		cmd.Env = append(cliEnv(), d.env()...)
+		var errb bytes.Buffer
+		cmd.Stderr = &errb
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		st := waitFinishedOne(t, d) // the client is stuck writing to the pipe meanwhile
+		n, _ := io.Copy(io.Discard, out)
+		err = cmd.Wait()
+		code := cmd.ProcessState.ExitCode()
+		if code != tc.code || n >= 2000000 {
+			t.Errorf("%s: exit %d (%v) with %d bytes; want exit %d with bytes lost", tc.script, code, err, n, tc.code)
+		}
+		if !regexp.MustCompile(`^sandbox-runtime exec: \d+ bytes of the output \(stdout and stderr together\) were lost: .*exit code was ` + fmt.Sprint(tc.code%125) + `\n$`).MatchString(errb.String()) {
+			t.Errorf("%s: stderr %q; want one line saying how much was lost and the command's code", tc.script, errb.String())
+		}
+		r := runClient(t, d.env(), "", "logs", st.CommandID)
+		if r.code != 125 || !strings.Contains(r.stderr, "are missing") {
+			t.Errorf("logs: exit %d, stderr %q; want 125 and a note", r.code, r.stderr)
+		}
+	}
+}
