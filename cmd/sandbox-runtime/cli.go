@@ -97,12 +97,78 @@ type cli struct {
 	url       string
 	tokenFrom string // where the token came from, for messages; "" without one
 	c         *srclient.Client
+
+	wmu  sync.Mutex
+	werr error // the first error writing the command's output here
 }
 
 // runCLI runs the subcommand args[0] and returns the exit code.
 func runCLI(args []string, getenv func(string) string) int {
 	c := &cli{name: args[0], getenv: getenv, stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr}
+	// A write to a closed pipe (| head) must come back as EPIPE, for the
+	// client to stop its command, rather than kill the client by SIGPIPE.
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 	return cliCommands[args[0]](c, args[1:])
+}
+
+// emit writes output of the command to w (c.stdout or c.stderr). After the
+// first failure it writes nothing more; it reports whether output still
+// goes out.
+func (c *cli) emit(w io.Writer, b []byte) bool {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if c.werr != nil {
+		return false
+	}
+	if _, err := w.Write(b); err != nil {
+		which := "stdout"
+		if w == c.stderr {
+			which = "stderr"
+		}
+		c.werr = fmt.Errorf("writing to %s: %w", which, err)
+		return false
+	}
+	return true
+}
+
+// emitter is c.stdout through emit.
+type emitter struct{ c *cli }
+
+func (e emitter) Write(b []byte) (int, error) {
+	if !e.c.emit(e.c.stdout, b) {
+		return 0, e.c.writeError()
+	}
+	return len(b), nil
+}
+
+// writeError returns the first output write error, or nil.
+func (c *cli) writeError() error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	return c.werr
+}
+
+// writeFailed ends the client after an output write error: a closed pipe
+// (the reader, e.g. head, has had enough) exits 141 quietly, as a shell
+// pipeline expects of a program killed by SIGPIPE; any other error is said
+// and exits 125. id, when not "", is a command this client started: it is
+// killed, since nobody can see its output any more.
+func (c *cli) writeFailed(id string) int {
+	err := c.writeError()
+	if id != "" {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		c.c.Kill(ctx, id) // best effort: it may have finished
+		cancel()
+	}
+	if errors.Is(err, syscall.EPIPE) {
+		return 128 + int(syscall.SIGPIPE)
+	}
+	if id != "" {
+		c.errorf("%v; command %s was killed", err, id)
+	} else {
+		c.errorf("%v", err)
+	}
+	return exitFailed
 }
 
 // flags returns a flag set with the connection flags; usage is the line
@@ -343,7 +409,7 @@ func (f *createFlags) request(argv []string) wire.CreateRequest {
 const execUsage = "exec [-i] [-t] [-e K=V]… [-w DIR] [--timeout S] -- ARGV…"
 
 func (c *cli) exec(args []string) int {
-	fs, f, url, tok := c.createFlagSet(execUsage, "Runs ARGV in the sandbox, streams its output here and exits with its exit code (128+N for signal N).\n\nExit status: the command's; 125 when the client or the daemon failed, and when output was lost\n(the daemon keeps only the most recent output, 1 MiB by default, and the client read too slowly)\nwhile the command itself exited 0; 126 cannot run, 127 not found, 2 usage error.", false)
+	fs, f, url, tok := c.createFlagSet(execUsage, "Runs ARGV in the sandbox, streams its output here and exits with its exit code (128+N for signal N).\n\nExit status: the command's; 125 when the client or the daemon failed, and when output was lost\n(the daemon keeps only the most recent output, 1 MiB by default, and the client read too slowly)\nwhile the command itself exited 0; 126 cannot run, 127 not found, 2 usage error.\nWhen stdout is a pipe whose reader has gone (| head), the command is killed and the exit is 141\n(as SIGPIPE in a pipeline); another write error kills it too and exits 125.", false)
 	argv, code, ok := c.parse(fs, url, tok, args, -1)
 	if !ok {
 		return code
@@ -379,7 +445,8 @@ func (c *cli) run(args []string) int {
 
 // execute runs a command in the foreground.
 func (c *cli) execute(f *createFlags, argv []string) int {
-	ctx := context.Background()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	if f.tty {
 		return c.executeTTY(ctx, f, argv)
 	}
@@ -391,8 +458,16 @@ func (c *cli) execute(f *createFlags, argv []string) int {
 	})
 	res, err := c.c.Run(ctx, req, srclient.RunOptions{
 		CollectLimit: -1,
-		Stdout:       func(b []byte) { c.stdout.Write(b) },
-		Stderr:       func(b []byte) { c.stderr.Write(b) },
+		Stdout: func(b []byte) {
+			if !c.emit(c.stdout, b) {
+				cancel()
+			}
+		},
+		Stderr: func(b []byte) {
+			if !c.emit(c.stderr, b) {
+				cancel()
+			}
+		},
 		OnStart: func(st *wire.Status) {
 			started <- st.CommandID
 			if f.interactive {
@@ -403,6 +478,9 @@ func (c *cli) execute(f *createFlags, argv []string) int {
 			}
 		},
 	})
+	if c.writeError() != nil {
+		return c.writeFailed(req.CommandID)
+	}
 	if err != nil {
 		return c.fail(err, req.CommandID)
 	}
@@ -588,14 +666,17 @@ func (c *cli) executeTTY(ctx context.Context, f *createFlags, argv []string) int
 	if err != nil {
 		return c.fail(err, "")
 	}
-	return c.attachTo(ctx, st, 0, true)
+	return c.attachTo(ctx, st, 0, true, true)
 }
 
 // attachTo follows command st over WebSocket from cursor until it exits,
 // forwarding stdin (raw, when it is a terminal and the command has one),
 // window sizes and signals. It returns the exit code; the detach key
 // (Ctrl-], on a terminal) returns 0 and leaves the command running.
-func (c *cli) attachTo(ctx context.Context, st *wire.Status, cursor int64, withStdin bool) int {
+//
+// owned: this client started the command (exec -t), so it kills it when
+// its output can no longer be written here.
+func (c *cli) attachTo(ctx context.Context, st *wire.Status, cursor int64, withStdin, owned bool) int {
 	a, err := c.c.Attach(ctx, st.CommandID, cursor)
 	if err != nil {
 		return c.fail(err, st.CommandID)
@@ -664,10 +745,16 @@ func (c *cli) attachTo(ctx context.Context, st *wire.Status, cursor int64, withS
 		switch ev.Type {
 		case wire.EventOutput:
 			b, _ := ev.Bytes()
+			w := c.stdout
 			if ev.Stream == wire.StreamStderr {
-				c.stderr.Write(b)
-			} else {
-				c.stdout.Write(b)
+				w = c.stderr
+			}
+			if !c.emit(w, b) {
+				restore()
+				if owned {
+					return c.writeFailed(st.CommandID)
+				}
+				return c.writeFailed("")
 			}
 		case wire.EventGap:
 			gap += *ev.DroppedBytes
@@ -699,7 +786,7 @@ func (c *cli) attach(args []string) int {
 	if *cursor >= 0 {
 		from = *cursor
 	}
-	return c.attachTo(ctx, st, from, !*noStdin)
+	return c.attachTo(ctx, st, from, !*noStdin, false)
 }
 
 func (c *cli) ps(args []string) int {
@@ -778,10 +865,12 @@ func (c *cli) logs(args []string) int {
 			return nil
 		}
 		b, _ := ev.Bytes()
+		w := c.stdout
 		if ev.Stream == wire.StreamStderr {
-			c.stderr.Write(b)
-		} else {
-			c.stdout.Write(b)
+			w = c.stderr
+		}
+		if !c.emit(w, b) {
+			return c.writeError()
 		}
 		return nil
 	}
@@ -790,6 +879,9 @@ func (c *cli) logs(args []string) int {
 		_, err = c.c.Follow(context.Background(), id, 0, fn)
 	} else {
 		_, _, err = c.c.Output(context.Background(), id, 0, fn)
+	}
+	if c.writeError() != nil {
+		return c.writeFailed("") // the command is not this client's to kill
 	}
 	if err != nil {
 		return c.fail(err, id)
@@ -902,7 +994,10 @@ func (c *cli) download(ctx context.Context, src, dst string) int {
 	}
 	defer rc.Close()
 	if dst == "-" {
-		if _, err := io.Copy(c.stdout, rc); err != nil {
+		if _, err := io.Copy(emitter{c}, rc); err != nil {
+			if c.writeError() != nil {
+				return c.writeFailed("")
+			}
 			c.errorf("copying :%s: %v", src, err)
 			return exitFailed
 		}

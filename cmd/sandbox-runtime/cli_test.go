@@ -613,3 +613,61 @@ func TestCLIExecLostOutputFails(t *testing.T) {
 		}
 	}
 }
+
+// TestCLIOutputWriteErrors (F03, F04): exec piped into a reader that stops
+// (head) exits 141 quietly and kills the command it started; a stdout that
+// fails otherwise (/dev/full) is said, the command killed, exit 125; logs
+// into /dev/full says so and exits 125, leaving the command alone.
+func TestCLIOutputWriteErrors(t *testing.T) {
+	t.Parallel()
+	d := startCLIDaemon(t)
+	cmd := exec.Command(binPath, "exec", "--timeout", "60", "--", "sh", "-c", "while :; do echo yes; done")
+	cmd.Env = append(cliEnv(), d.env()...)
+	var errb bytes.Buffer
+	cmd.Stderr = &errb
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.ReadFull(out, make([]byte, 4)); err != nil {
+		t.Fatal(err)
+	}
+	out.Close() // like head -c 4
+	cmd.Wait()
+	if code := cmd.ProcessState.ExitCode(); code != 141 || errb.Len() != 0 {
+		t.Errorf("exec | head: exit %d (%v), stderr %q; want 141 and nothing said", code, cmd.ProcessState, errb.String())
+	}
+	if st := waitFinishedOne(t, d); st.State != wire.StateCancelled {
+		t.Errorf("the command after exec | head: %s; want cancelled (killed by the client)", st.State)
+	}
+
+	full, err := os.OpenFile("/dev/full", os.O_WRONLY, 0)
+	if err != nil {
+		t.Skip("no /dev/full:", err)
+	}
+	defer full.Close()
+	d2 := startCLIDaemon(t)
+	cmd = exec.Command(binPath, "exec", "--timeout", "60", "--", "sh", "-c", "echo hi; exec sleep 60")
+	cmd.Env = append(cliEnv(), d2.env()...)
+	errb.Reset()
+	cmd.Stdout, cmd.Stderr = full, &errb
+	cmd.Run()
+	if code := cmd.ProcessState.ExitCode(); code != 125 || !strings.Contains(errb.String(), "writing to stdout: write /dev/stdout: no space left on device; command ") {
+		t.Errorf("exec >/dev/full: exit %d, stderr %q; want 125 and the reason", code, errb.String())
+	}
+	st := waitFinishedOne(t, d2)
+	if st.State != wire.StateCancelled {
+		t.Errorf("the command after exec >/dev/full: %s; want cancelled", st.State)
+	}
+	cmd = exec.Command(binPath, "logs", st.CommandID)
+	cmd.Env = append(cliEnv(), d2.env()...)
+	errb.Reset()
+	cmd.Stdout, cmd.Stderr = full, &errb
+	cmd.Run()
+	if code := cmd.ProcessState.ExitCode(); code != 125 || !strings.Contains(errb.String(), "no space left on device") {
+		t.Errorf("logs >/dev/full: exit %d, stderr %q; want 125 and the reason", code, errb.String())
+	}
+}
