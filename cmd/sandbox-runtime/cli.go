@@ -40,6 +40,7 @@ import (
 	"io"
 	"io/fs"
 	"net"
+	"net/url"
 	"os"
 	"os/signal"
 	"path"
@@ -47,6 +48,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -452,6 +454,7 @@ func (c *cli) execute(f *createFlags, argv []string) int {
 	}
 	req := f.request(argv)
 	req.CommandID = uuid.NewString() // known before the create, for messages
+	var stdinFailed atomic.Bool
 	started := make(chan string, 1)
 	go c.forwardSignals(ctx, started, func(id string, sig os.Signal) {
 		c.c.Signal(ctx, id, signalName(sig)) // a finished command needs no signal: the error is moot
@@ -474,12 +477,25 @@ func (c *cli) execute(f *createFlags, argv []string) int {
 				go c.pumpStdin(func(b []byte, eof bool) error {
 					_, err := c.c.Stdin(ctx, st.CommandID, b, eof)
 					return err
-				}, pumpOptions{})
+				}, pumpOptions{failed: func(err error) {
+					// A stdin write has no offset: one that broke off may
+					// or may not have been queued, so it cannot be sent
+					// again exactly once. Waiting would hang the command
+					// to its timeout: end it now.
+					stdinFailed.Store(true)
+					c.errorf("sending stdin to command %s failed (%s); a stdin write that broke off cannot be repeated safely, so the command is killed", st.CommandID, reason(err))
+					kctx, kcancel := context.WithTimeout(context.Background(), 10*time.Second)
+					c.c.Kill(kctx, st.CommandID)
+					kcancel()
+				}})
 			}
 		},
 	})
 	if c.writeError() != nil {
 		return c.writeFailed(req.CommandID)
+	}
+	if stdinFailed.Load() {
+		return exitFailed // said, and killed, by the pump
 	}
 	if err != nil {
 		return c.fail(err, req.CommandID)
@@ -582,6 +598,23 @@ func (c *cli) pumpStdin(send func(b []byte, eof bool) error, o pumpOptions) {
 			return
 		}
 	}
+}
+
+// reason describes err for a person: the cause of a transport error
+// without Go's request line (Post "http://…": …).
+func reason(err error) string {
+	var te *srclient.TransportError
+	if errors.As(err, &te) {
+		err = te.Err
+	}
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = ue.Err
+	}
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return "the connection was closed before the answer"
+	}
+	return err.Error()
 }
 
 // isInputDone reports an error that says the command takes no more input.

@@ -14,6 +14,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -669,5 +672,42 @@ func TestCLIOutputWriteErrors(t *testing.T) {
 	cmd.Run()
 	if code := cmd.ProcessState.ExitCode(); code != 125 || !strings.Contains(errb.String(), "no space left on device") {
 		t.Errorf("logs >/dev/full: exit %d, stderr %q; want 125 and the reason", code, errb.String())
+	}
+}
+
+// dropStdinProxy is an HTTP proxy on 127.0.0.1 to d that passes every
+// request but a stdin write, whose connection it closes unanswered.
+func dropStdinProxy(t *testing.T, d *cliDaemon) string {
+	t.Helper()
+	target, _ := url.Parse(d.url)
+	rp := httputil.NewSingleHostReverseProxy(target)
+	rp.FlushInterval = -1
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/stdin") {
+			conn, _, err := w.(http.Hijacker).Hijack()
+			if err == nil {
+				conn.Close()
+			}
+			return
+		}
+		rp.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// TestCLIStdinBrokenOff (F05): a stdin write that breaks off cannot be
+// repeated exactly once: exec -i says so in words (no Go request line),
+// kills the command at once rather than leave it waiting to its timeout,
+// and exits 125.
+func TestCLIStdinBrokenOff(t *testing.T) {
+	t.Parallel()
+	d := startCLIDaemon(t)
+	r := runClient(t, []string{"SANDBOX_RUNTIME_URL=" + dropStdinProxy(t, d)}, "hello\n", "exec", "-i", "--timeout", "20", "--", "cat")
+	if r.code != 125 || !strings.Contains(r.stderr, "cannot be repeated safely, so the command is killed") || strings.Contains(r.stderr, `Post "`) {
+		t.Errorf("exit %d, stderr %q; want 125 and a plain reason", r.code, r.stderr)
+	}
+	if st := waitFinishedOne(t, d); st.State != wire.StateCancelled {
+		t.Errorf("the command: %s; want cancelled", st.State)
 	}
 }
