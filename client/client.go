@@ -11,7 +11,9 @@
 //
 // Requests that are safe to repeat (reads, waits, kill, resize, and a
 // create that carries a command_id, which Run and Start always send) are
-// retried after transport errors and 502/503/504 answers for up to
+// retried after transport errors (reads, waits and kill also when the
+// answer breaks off after its headers), the first WebSocket dial of Attach
+// too, and after 502/503/504 answers for up to
 // Options.RetryFor without progress (but a refused connection before the
 // daemon has ever answered this Client fails at once: nothing is listening
 // there). Requests that are not safe to repeat
@@ -389,13 +391,13 @@ func (b *backoff) reset() { b.d = 0 }
 
 // Health returns the daemon's health: nil when it answers ok.
 func (c *Client) Health(ctx context.Context) error {
-	return c.do(ctx, request{method: "GET", path: "/v1/health", idempotent: true}, nil)
+	return c.doRetrying(ctx, request{method: "GET", path: "/v1/health", idempotent: true}, nil)
 }
 
 // Info returns the daemon's version, limits and features.
 func (c *Client) Info(ctx context.Context) (*wire.Info, error) {
 	var info wire.Info
-	if err := c.do(ctx, request{method: "GET", path: "/v1/info", idempotent: true}, &info); err != nil {
+	if err := c.doRetrying(ctx, request{method: "GET", path: "/v1/info", idempotent: true}, &info); err != nil {
 		return nil, err
 	}
 	return &info, nil

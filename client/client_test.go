@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -565,4 +566,61 @@ func TestQuietAttachmentResumesAfterABlip(t *testing.T) {
 			t.Fatalf("Next: %+v; want the output after the blip", ev)
 		}
 	}
+}
+
+// headerLen returns the length of the headers of the daemon's answer to
+// GET path, read off a raw request.
+func headerLen(t *testing.T, daemonURL, path string) int {
+	t.Helper()
+	conn, err := net.Dial("tcp", strings.TrimPrefix(daemonURL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", path)
+	b, _ := io.ReadAll(conn)
+	i := bytes.Index(b, []byte("\r\n\r\n"))
+	if i < 0 || len(b) < i+20 {
+		t.Fatalf("answer to %s: %q", path, b)
+	}
+	return i + 4
+}
+
+// TestIdempotentReadsRetryACutBody (F06): a Get or List whose answer breaks
+// off after its headers is asked again; so is Attach's first dial.
+func TestIdempotentReadsRetryACutBody(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t)
+	ctx := testCtx(t, time.Minute)
+	direct := newClient(t, d.url, Options{})
+	st, err := direct.Start(ctx, wire.CreateRequest{Argv: []string{"sh", "-c", "echo ready; exec sleep 300"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer direct.Kill(ctx, st.CommandID)
+	target := strings.TrimPrefix(d.url, "http://")
+	for _, tc := range []struct {
+		what string
+		path string
+		call func(c *Client) error
+	}{
+		{"Get", "/v1/commands/" + st.CommandID, func(c *Client) error { _, err := c.Get(ctx, st.CommandID); return err }},
+		{"List", "/v1/commands", func(c *Client) error { _, err := c.List(ctx, ""); return err }},
+	} {
+		p := newCutProxy(t, target, 1<<30, 1, cutLimits{-1, headerLen(t, d.url, tc.path) + 5}, cutLimits{-1, -1}, cutLimits{-1, -1})
+		if err := tc.call(newClient(t, p.url(), Options{})); err != nil {
+			t.Errorf("%s with its answer cut after the headers: %v", tc.what, err)
+		}
+		if p.cuts.Load() != 1 {
+			t.Errorf("%s: the proxy cut %d answers; want 1", tc.what, p.cuts.Load())
+		}
+	}
+	p := newCutProxy(t, target, 1<<30, 1, cutLimits{0, -1}, cutLimits{-1, -1})
+	c := newClient(t, p.url(), Options{})
+	c.reached.Store(true) // as after any earlier request
+	a, err := c.Attach(ctx, st.CommandID, 0)
+	if err != nil {
+		t.Fatalf("Attach with its first dial cut: %v", err)
+	}
+	a.Close()
 }

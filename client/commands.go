@@ -40,7 +40,7 @@ func (c *Client) Start(ctx context.Context, req wire.CreateRequest) (*wire.Statu
 // Get returns the status of command id.
 func (c *Client) Get(ctx context.Context, id string) (*wire.Status, error) {
 	var st wire.Status
-	if err := c.do(ctx, request{method: "GET", path: commandPath(id), idempotent: true}, &st); err != nil {
+	if err := c.doRetrying(ctx, request{method: "GET", path: commandPath(id), idempotent: true}, &st); err != nil {
 		return nil, err
 	}
 	return &st, nil
@@ -53,7 +53,7 @@ func (c *Client) List(ctx context.Context, state wire.State) ([]wire.Status, err
 		q.Set("state", string(state))
 	}
 	var l wire.CommandList
-	if err := c.do(ctx, request{method: "GET", path: "/v1/commands", query: q, idempotent: true}, &l); err != nil {
+	if err := c.doRetrying(ctx, request{method: "GET", path: "/v1/commands", query: q, idempotent: true}, &l); err != nil {
 		return nil, err
 	}
 	return l.Commands, nil
