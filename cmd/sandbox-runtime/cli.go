@@ -437,7 +437,13 @@ func (c *cli) run(args []string) int {
 		c.usageError(fs, "-d runs in the background: it cannot be combined with -i or -t (use attach later)")
 		return exitUsage
 	}
-	st, err := c.c.Start(context.Background(), f.request(argv))
+	req := f.request(argv)
+	req.CommandID = uuid.NewString()
+	ctx, stop := interruptible(context.Background())
+	st, err := c.c.Start(ctx, req)
+	if sig := stop(); sig != nil && err != nil {
+		return c.interrupted(req.CommandID, sig)
+	}
 	if err != nil {
 		return c.fail(err, "")
 	}
@@ -455,8 +461,9 @@ func (c *cli) execute(f *createFlags, argv []string) int {
 	req := f.request(argv)
 	req.CommandID = uuid.NewString() // known before the create, for messages
 	var stdinFailed atomic.Bool
+	var early atomic.Value // the signal that ended the create
 	started := make(chan string, 1)
-	go c.forwardSignals(ctx, started, func(id string, sig os.Signal) {
+	go c.forwardSignals(ctx, started, func(sig os.Signal) { early.Store(sig); cancel() }, func(id string, sig os.Signal) {
 		c.c.Signal(ctx, id, signalName(sig)) // a finished command needs no signal: the error is moot
 	})
 	res, err := c.c.Run(ctx, req, srclient.RunOptions{
@@ -494,6 +501,9 @@ func (c *cli) execute(f *createFlags, argv []string) int {
 	if c.writeError() != nil {
 		return c.writeFailed(req.CommandID)
 	}
+	if sig, ok := early.Load().(os.Signal); ok && err != nil {
+		return c.interrupted(req.CommandID, sig)
+	}
 	if stdinFailed.Load() {
 		return exitFailed // said, and killed, by the pump
 	}
@@ -504,14 +514,67 @@ func (c *cli) execute(f *createFlags, argv []string) int {
 }
 
 // forwardSignals relays SIGINT, SIGTERM, SIGHUP and SIGQUIT to the command
-// once its id arrives on started; until then they wait.
-func (c *cli) forwardSignals(ctx context.Context, started <-chan string, send func(id string, sig os.Signal)) {
+// once its id arrives on started. One that comes before (the create is
+// still being sent or retried) goes to early instead, when it is set, and
+// ends the relaying: the client stops rather than keep a person waiting.
+func (c *cli) forwardSignals(ctx context.Context, started <-chan string, early func(os.Signal), send func(id string, sig os.Signal)) {
 	ch := make(chan os.Signal, 8)
 	signal.Notify(ch, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
-	id := <-started
+	var id string
+	if early == nil {
+		id = <-started // signals wait in ch meanwhile
+	}
+	for id == "" {
+		select {
+		case id = <-started:
+		case sig := <-ch:
+			signal.Stop(ch)
+			early(sig)
+			return
+		}
+	}
 	for sig := range ch {
 		send(id, sig)
 	}
+}
+
+// interruptible returns a context that SIGINT, SIGTERM, SIGHUP or SIGQUIT
+// cancels, for the requests that create a command; stop ends the watch and
+// returns the signal that came, or nil.
+func interruptible(parent context.Context) (ctx context.Context, stop func() os.Signal) {
+	ctx, cancel := context.WithCancel(parent)
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
+	var got atomic.Value
+	done := make(chan struct{})
+	go func() {
+		select {
+		case sig := <-ch:
+			got.Store(sig)
+			cancel()
+		case <-done:
+		}
+	}()
+	var once sync.Once
+	return ctx, func() os.Signal {
+		once.Do(func() { signal.Stop(ch); close(done) })
+		sig, _ := got.Load().(os.Signal)
+		return sig
+	}
+}
+
+// interrupted ends the client after sig came while command id was being
+// created: the create may have reached the daemon, so id is killed, best
+// effort and briefly; the exit is 128+N, as for a shell's child.
+func (c *cli) interrupted(id string, sig os.Signal) int {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	c.c.Kill(ctx, id)
+	cancel()
+	c.errorf("interrupted (%s) before the command started; command %s was killed if it had been created", signalName(sig), id)
+	if s, ok := sig.(syscall.Signal); ok {
+		return 128 + int(s)
+	}
+	return exitFailed
 }
 
 // signalName names one of the forwarded signals for the daemon.
@@ -667,9 +730,13 @@ func (c *cli) finished(st *wire.Status) int {
 }
 
 // executeTTY runs a command on a terminal, attached over WebSocket.
-func (c *cli) executeTTY(ctx context.Context, f *createFlags, argv []string) int {
+func (c *cli) executeTTY(parent context.Context, f *createFlags, argv []string) int {
+	ctx, stop := interruptible(parent)
 	info, err := c.c.Info(ctx)
 	if err != nil {
+		if sig := stop(); sig != nil {
+			return 128 + int(sig.(syscall.Signal))
+		}
 		return c.fail(err, "")
 	}
 	if !info.HasFeature(wire.FeaturePTY) {
@@ -695,11 +762,15 @@ func (c *cli) executeTTY(ctx context.Context, f *createFlags, argv []string) int
 		termName = defaultTermEnv
 	}
 	req.PTY = &wire.PTYRequest{Cols: cols, Rows: rows, Term: termName}
+	req.CommandID = uuid.NewString()
 	st, err := c.c.Start(ctx, req)
+	if sig := stop(); sig != nil && err != nil {
+		return c.interrupted(req.CommandID, sig)
+	}
 	if err != nil {
 		return c.fail(err, "")
 	}
-	return c.attachTo(ctx, st, 0, true, true)
+	return c.attachTo(parent, st, 0, true, true)
 }
 
 // attachTo follows command st over WebSocket from cursor until it exits,
@@ -761,7 +832,7 @@ func (c *cli) attachTo(ctx context.Context, st *wire.Status, cursor int64, withS
 	}
 	started := make(chan string, 1)
 	started <- st.CommandID
-	go c.forwardSignals(ctx, started, func(_ string, sig os.Signal) { a.Signal(signalName(sig)) })
+	go c.forwardSignals(ctx, started, nil, func(_ string, sig os.Signal) { a.Signal(signalName(sig)) })
 	var gap int64 // output bytes lost
 	for {
 		ev, err := a.Next(ctx)

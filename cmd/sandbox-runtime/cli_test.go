@@ -711,3 +711,59 @@ func TestCLIStdinBrokenOff(t *testing.T) {
 		t.Errorf("the command: %s; want cancelled", st.State)
 	}
 }
+
+// TestCLIInterruptWhileCreating (F11): Ctrl-C (SIGINT) or SIGTERM while the
+// create is being retried (the daemon answers 503) ends the client at once
+// with 128+N, and the command_id it was creating is killed, in case the
+// create got through.
+func TestCLIInterruptWhileCreating(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		sig  syscall.Signal
+		args []string
+	}{
+		{syscall.SIGINT, []string{"exec", "--", "true"}},
+		{syscall.SIGTERM, []string{"run", "-d", "--", "true"}},
+	} {
+		creates := make(chan string, 100)
+		kills := make(chan string, 100)
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			switch {
+			case r.Method == "POST" && r.URL.Path == "/v1/commands":
+				var req wire.CreateRequest
+				json.NewDecoder(r.Body).Decode(&req)
+				creates <- req.CommandID
+			case strings.HasSuffix(r.URL.Path, "/kill"):
+				kills <- strings.TrimSuffix(strings.TrimPrefix(r.URL.Path, "/v1/commands/"), "/kill")
+			}
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			io.WriteString(w, `{"error":{"code":"unavailable","message":"busy"}}`)
+		}))
+		cmd := exec.Command(binPath, tc.args...)
+		cmd.Env = append(cliEnv(), "SANDBOX_RUNTIME_URL="+srv.URL)
+		var errb bytes.Buffer
+		cmd.Stderr = &errb
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		var id string
+		for range 2 { // the create, then its first retry: the client is retrying
+			id = <-creates
+		}
+		cmd.Process.Signal(tc.sig)
+		cmd.Wait()
+		srv.Close()
+		if code := cmd.ProcessState.ExitCode(); code != 128+int(tc.sig) || !strings.Contains(errb.String(), "interrupted") {
+			t.Errorf("%v during the create's retries: exit %d, stderr %q; want %d and a note", tc.args, code, errb.String(), 128+int(tc.sig))
+		}
+		select {
+		case k := <-kills:
+			if k != id {
+				t.Errorf("%v: killed %q; want the id being created, %q", tc.args, k, id)
+			}
+		default:
+			t.Errorf("%v: no kill of the command being created", tc.args)
+		}
+	}
+}
