@@ -821,7 +821,10 @@ func (c *cli) attachTo(ctx context.Context, st *wire.Status, cursor int64, withS
 	}
 	detached := make(chan struct{})
 	if withStdin && (pty || (st.Stdin && !st.StdinClosed)) {
-		o := pumpOptions{}
+		// A local EOF on a pipe or /dev/null (attach ID </dev/null) says
+		// that there is nothing to type, not that a person pressed
+		// Ctrl-D: a terminal command is left alone.
+		o := pumpOptions{noEOF: pty && !term.IsTerminal(in)}
 		if raw {
 			o.detach = func() {
 				close(detached)

@@ -767,3 +767,74 @@ func TestCLIInterruptWhileCreating(t *testing.T) {
 		}
 	}
 }
+
+// TestCLIAttachDevNullToATerminal (F12): attach ID </dev/null to a command
+// on a terminal does not type Ctrl-D at the local EOF: the command, which
+// reads one raw byte, goes on waiting, until the test kills it.
+func TestCLIAttachDevNullToATerminal(t *testing.T) {
+	t.Parallel()
+	d := startCLIDaemon(t)
+	body, _ := json.Marshal(wire.CreateRequest{
+		Argv: []string{"sh", "-c", "stty raw -echo; echo ready; dd bs=1 count=1 2>/dev/null | od -An -c; echo END"},
+		PTY:  &wire.PTYRequest{Cols: 80, Rows: 24},
+	})
+	resp, err := http.Post(d.url+"/v1/commands", "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st wire.Status
+	json.NewDecoder(resp.Body).Decode(&st)
+	resp.Body.Close()
+	if st.PTY == nil {
+		t.Skip("the daemon has no terminals")
+	}
+	// The terminal is raw (the command has printed) before the attach.
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		resp, err := http.Get(d.url + "/v1/commands/" + st.CommandID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var now wire.Status
+		json.NewDecoder(resp.Body).Decode(&now)
+		resp.Body.Close()
+		if now.PTYBytes > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the command never printed: %+v", now)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cmd := exec.Command(binPath, "attach", st.CommandID)
+	cmd.Env = append(cliEnv(), d.env()...)
+	cmd.Stdin = nil // /dev/null
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var errb bytes.Buffer
+	cmd.Stderr = &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(out)
+	var seen strings.Builder
+	for !strings.Contains(seen.String(), "ready") {
+		b, err := br.ReadByte()
+		if err != nil {
+			t.Fatalf("attach ended before the command was ready: %q, %s", seen.String(), errb.String())
+		}
+		seen.WriteByte(b)
+	}
+	// The byte the command reads: this one, unless the client typed one.
+	resp, err = http.Post(d.url+"/v1/commands/"+st.CommandID+"/stdin", "application/json", strings.NewReader(`{"data":"Z"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	rest, _ := io.ReadAll(br)
+	cmd.Wait()
+	if !strings.Contains(string(rest), "Z") || strings.Contains(string(rest), "004") {
+		t.Errorf("the command read %q; want Z (004 is the Ctrl-D the client must not type at its stdin's EOF)", rest)
+	}
+}
