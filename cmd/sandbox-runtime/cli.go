@@ -52,6 +52,7 @@ import (
 	"syscall"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"golang.org/x/term"
@@ -408,6 +409,40 @@ func (f *createFlags) request(argv []string) wire.CreateRequest {
 	return r
 }
 
+// maxTimeout bounds --timeout: a year (the daemon caps it much lower).
+const maxTimeout = 365 * 24 * 3600
+
+// checkCreate refuses, as usage errors, what the create could not carry
+// as typed: a --timeout that is not a positive, finite number of seconds,
+// and argv, -e or -w text that is not UTF-8 (JSON carries only text: it
+// would arrive with U+FFFD in place of the bytes).
+func (c *cli) checkCreate(fs *flag.FlagSet, f *createFlags, argv []string) bool {
+	timeoutSet := false
+	fs.Visit(func(fl *flag.Flag) { timeoutSet = timeoutSet || fl.Name == "timeout" })
+	if timeoutSet && !(f.timeout > 0 && f.timeout <= maxTimeout) { // NaN fails both
+		c.usageError(fs, fmt.Sprintf("--timeout %v: give a number of seconds above 0 and at most %d (a year)", f.timeout, maxTimeout))
+		return false
+	}
+	notText := func(what, s string) bool {
+		if utf8.ValidString(s) {
+			return false
+		}
+		c.usageError(fs, fmt.Sprintf("%s %s is not valid UTF-8 text; the API carries text only, so it cannot be passed as it is (for a file name, let a remote shell find it, e.g. -- sh -c 'cat caf*.txt')", what, strconv.QuoteToASCII(s)))
+		return true
+	}
+	for i, a := range argv {
+		if notText(fmt.Sprintf("argument %d,", i+1), a) {
+			return false
+		}
+	}
+	for k, v := range f.envs {
+		if notText("the -e name", k) || notText("the -e value of "+strconv.QuoteToASCII(k)+",", v) {
+			return false
+		}
+	}
+	return !notText("the -w directory", f.dir)
+}
+
 const execUsage = "exec [-i] [-t] [-e K=V]… [-w DIR] [--timeout S] -- ARGV…"
 
 func (c *cli) exec(args []string) int {
@@ -416,8 +451,7 @@ func (c *cli) exec(args []string) int {
 	if !ok {
 		return code
 	}
-	if f.timeout < 0 {
-		c.usageError(fs, "--timeout must be a positive number of seconds")
+	if !c.checkCreate(fs, f, argv) {
 		return exitUsage
 	}
 	return c.execute(f, argv)
@@ -429,6 +463,9 @@ func (c *cli) run(args []string) int {
 	argv, code, ok := c.parse(fs, url, tok, args, -1)
 	if !ok {
 		return code
+	}
+	if !c.checkCreate(fs, f, argv) {
+		return exitUsage
 	}
 	if !f.detach {
 		return c.execute(f, argv)

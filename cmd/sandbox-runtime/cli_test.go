@@ -117,6 +117,15 @@ func TestCLIExec(t *testing.T) {
 		{name: "no argv", args: []string{"exec"}, wantErr: `name the command to run`, wantCode: 2},
 		{name: "bad -e", args: []string{"exec", "-e", "NOEQUALS", "--", "true"}, wantErr: `"NOEQUALS" is not K=V`, wantCode: 2},
 		{name: "bad cwd", args: []string{"exec", "-w", "relative", "--", "true"}, wantErr: `cwd`, wantCode: 125},
+		// F01: a timeout that is not a positive finite number is a usage error, never a panic.
+		{name: "timeout NaN", args: []string{"exec", "--timeout", "NaN", "--", "true"}, wantErr: `^sandbox-runtime exec: --timeout NaN: give a number of seconds above 0`, wantCode: 2},
+		{name: "timeout inf", args: []string{"run", "-d", "--timeout", "inf", "--", "true"}, wantErr: `--timeout \+Inf: give`, wantCode: 2},
+		{name: "timeout -1", args: []string{"exec", "--timeout", "-1", "--", "true"}, wantErr: `--timeout -1: give`, wantCode: 2},
+		{name: "timeout 0", args: []string{"exec", "--timeout", "0", "--", "true"}, wantErr: `--timeout 0: give`, wantCode: 2},
+		{name: "timeout huge", args: []string{"exec", "--timeout", "1e300", "--", "true"}, wantErr: `--timeout 1e\+300: give`, wantCode: 2},
+		// F13: bytes that are not UTF-8 cannot cross the JSON API as typed.
+		{name: "argv not UTF-8", args: []string{"exec", "--", "cat", "caf\xe9.txt"}, wantErr: `argument 2, "caf\\xe9.txt" is not valid UTF-8`, wantCode: 2},
+		{name: "-e not UTF-8", args: []string{"exec", "-e", "K=\xff", "--", "true"}, wantErr: `the -e value of "K", "\\xff" is not valid UTF-8`, wantCode: 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := runClient(t, d.env(), tc.stdin, tc.args...)
