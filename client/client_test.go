@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -623,4 +624,17 @@ func TestIdempotentReadsRetryACutBody(t *testing.T) {
 		t.Fatalf("Attach with its first dial cut: %v", err)
 	}
 	a.Close()
+}
+
+// TestCreateNaNTimeoutIsAnError (F01): a timeout JSON cannot carry is an
+// error of Start and Run, not a panic; nothing is sent.
+func TestCreateNaNTimeoutIsAnError(t *testing.T) {
+	c := newClient(t, "http://127.0.0.1:1", Options{RetryFor: -1})
+	ctx := testCtx(t, 10*time.Second)
+	if _, err := c.Start(ctx, wire.CreateRequest{Argv: []string{"true"}, Timeout: math.NaN()}); err == nil || !strings.Contains(err.Error(), "cannot be encoded") {
+		t.Errorf("Start with a NaN timeout: %v", err)
+	}
+	if _, err := c.Run(ctx, wire.CreateRequest{Argv: []string{"true"}, Timeout: math.Inf(1)}, RunOptions{}); err == nil || !strings.Contains(err.Error(), "cannot be encoded") {
+		t.Errorf("Run with an infinite timeout: %v", err)
+	}
 }

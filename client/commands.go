@@ -29,12 +29,26 @@ func (c *Client) Start(ctx context.Context, req wire.CreateRequest) (*wire.Statu
 	if req.CommandID == "" {
 		req.CommandID = uuid.NewString()
 	}
+	body, err := createBody(req)
+	if err != nil {
+		return nil, err
+	}
 	var st wire.Status
-	err := c.do(ctx, request{method: "POST", path: "/v1/commands", body: mustJSON(req), idempotent: true}, &st)
+	err = c.do(ctx, request{method: "POST", path: "/v1/commands", body: body, idempotent: true}, &st)
 	if err != nil {
 		return nil, err
 	}
 	return &st, nil
+}
+
+// createBody encodes a create request; a Timeout that JSON cannot carry
+// (NaN, ±Inf) is an error, not a panic.
+func createBody(req wire.CreateRequest) ([]byte, error) {
+	b, err := json.Marshal(req)
+	if err != nil {
+		return nil, fmt.Errorf("the create request cannot be encoded (timeout %v?): %w", req.Timeout, err)
+	}
+	return b, nil
 }
 
 // Get returns the status of command id.
@@ -465,7 +479,11 @@ func (c *Client) Run(ctx context.Context, req wire.CreateRequest, o RunOptions) 
 	// is read with Follow from the cursor reached (a repeated create would
 	// replay from 0).
 	q := url.Values{"stream": {"true"}, "max_wait": {strconv.Itoa(streamWindow)}}
-	r := request{method: "POST", path: "/v1/commands", query: q, body: mustJSON(req), idempotent: true}
+	body, err := createBody(req)
+	if err != nil {
+		return nil, err
+	}
+	r := request{method: "POST", path: "/v1/commands", query: q, body: body, idempotent: true}
 	sctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	resp, err := c.send(sctx, r)
