@@ -1083,11 +1083,25 @@ func (c *cli) cp(args []string) int {
 		c.usageError(fs, "exactly one of SRC and DST must be in the sandbox (start it with ':'), e.g. cp notes.txt :notes.txt")
 		return exitUsage
 	}
+	remote := src[1:]
+	if dstRemote {
+		remote = dst[1:]
+	}
+	if strings.HasPrefix(remote, "/") {
+		// The daemon would take it as relative to its base dir (which its
+		// /v1/info does not tell): refuse rather than write elsewhere.
+		c.usageError(fs, fmt.Sprintf("sandbox paths are relative to the daemon's base dir (its SANDBOX_BASE_DIR, the default working directory): :%s would be <base dir>%s. Write it without the base dir and the leading '/', e.g. :%s", remote, remote, strings.TrimLeft(remote, "/")))
+		return exitUsage
+	}
+	if srcRemote && remote == "" {
+		c.usageError(fs, "name the sandbox file to copy after the ':', e.g. cp :notes.txt .")
+		return exitUsage
+	}
 	ctx := context.Background()
 	if dstRemote {
-		return c.upload(ctx, src, dst[1:])
+		return c.upload(ctx, src, remote)
 	}
-	return c.download(ctx, src[1:], dst)
+	return c.download(ctx, remote, dst)
 }
 
 func (c *cli) upload(ctx context.Context, src, dst string) int {
@@ -1150,11 +1164,27 @@ func (c *cli) download(ctx context.Context, src, dst string) int {
 	if fi, err := os.Stat(dst); err == nil && fi.IsDir() {
 		dst = filepath.Join(dst, path.Base(src))
 	}
+	// The sandbox file's mode, under the local umask (as cp does): a
+	// private key stays private, a script executable. 0666 when unknown.
+	mode := fs.FileMode(0o666)
+	dir := path.Dir(src)
+	if dir == "." {
+		dir = "" // the base dir
+	}
+	if l, err := c.c.ListDir(ctx, dir); err == nil {
+		for _, e := range l.Entries {
+			if e.Name == path.Base(src) {
+				if m, err := strconv.ParseUint(e.Mode, 8, 32); err == nil {
+					mode = fs.FileMode(m).Perm()
+				}
+			}
+		}
+	}
 	// Write beside the target and rename: no half-written file is left
-	// when the transfer breaks.
-	tmp, err := os.CreateTemp(filepath.Dir(dst), "."+filepath.Base(dst)+".part-*")
+	// when the transfer breaks. Errors name dst, never the temp file.
+	tmp, err := createBeside(dst, mode)
 	if err != nil {
-		c.errorf("%v", err)
+		c.errorf("cannot write %s: %v", dst, pathErr(err))
 		return exitFailed
 	}
 	_, err = io.Copy(tmp, rc)
@@ -1162,15 +1192,38 @@ func (c *cli) download(ctx context.Context, src, dst string) int {
 		err = cerr
 	}
 	if err == nil {
-		err = os.Chmod(tmp.Name(), 0o644)
-	}
-	if err == nil {
 		err = os.Rename(tmp.Name(), dst)
 	}
 	if err != nil {
 		os.Remove(tmp.Name())
-		c.errorf("copying :%s to %s: %v", src, dst, err)
+		c.errorf("copying :%s to %s: %v", src, dst, pathErr(err))
 		return exitFailed
 	}
 	return 0
+}
+
+// createBeside creates a new hidden file in dst's directory with mode
+// (less the umask, applied by the kernel).
+func createBeside(dst string, mode fs.FileMode) (*os.File, error) {
+	for {
+		name := filepath.Join(filepath.Dir(dst), "."+filepath.Base(dst)+".part-"+uuid.NewString()[:8])
+		f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
+		if !errors.Is(err, fs.ErrExist) {
+			return f, err
+		}
+	}
+}
+
+// pathErr drops the path of an *fs.PathError or *os.LinkError (the
+// caller names the file a person knows).
+func pathErr(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	var le *os.LinkError
+	if errors.As(err, &le) {
+		return le.Err
+	}
+	return err
 }

@@ -847,3 +847,50 @@ func TestCLIAttachDevNullToATerminal(t *testing.T) {
 		t.Errorf("the command read %q; want Z (004 is the Ctrl-D the client must not type at its stdin's EOF)", rest)
 	}
 }
+
+// TestCLICopyModesAndPaths (F09): a download takes the sandbox file's mode
+// under the local umask (a 0600 key stays 0600, a 0755 script executable);
+// ':/abs' is refused rather than rebased under the base dir; errors name
+// the destination, never the temp file; 'cp : DIR' asks for a name.
+func TestCLICopyModesAndPaths(t *testing.T) {
+	t.Parallel()
+	d := startCLIDaemon(t)
+	local := t.TempDir()
+	os.WriteFile(filepath.Join(d.base, "key"), []byte("secret\n"), 0o600)
+	os.Chmod(filepath.Join(d.base, "key"), 0o600)
+	os.MkdirAll(filepath.Join(d.base, "bin"), 0o755)
+	os.WriteFile(filepath.Join(d.base, "bin", "run.sh"), []byte("#!/bin/sh\necho hi\n"), 0o755)
+	os.Chmod(filepath.Join(d.base, "bin", "run.sh"), 0o755)
+	for _, tc := range []struct {
+		umask, src string
+		want       os.FileMode
+	}{{"022", ":key", 0o600}, {"022", ":bin/run.sh", 0o755}, {"077", ":bin/run.sh", 0o700}} {
+		dst := filepath.Join(local, "m"+tc.umask+filepath.Base(tc.src))
+		cmd := exec.Command("sh", "-c", `umask "$1"; shift; exec "$@"`, "sh", tc.umask, binPath, "cp", tc.src, dst)
+		cmd.Env = append(cliEnv(), d.env()...)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("cp %s: %v: %s", tc.src, err, out)
+		}
+		if fi, err := os.Stat(dst); err != nil || fi.Mode().Perm() != tc.want {
+			t.Errorf("cp %s under umask %s: %v %v; want mode %v", tc.src, tc.umask, fi.Mode(), err, tc.want)
+		}
+	}
+	for _, tc := range []struct {
+		args []string
+		code int
+		err  string
+	}{
+		{[]string{"cp", filepath.Join(d.base, "key"), ":" + filepath.Join(d.base, "abs")}, 2, "sandbox paths are relative to the daemon's base dir"},
+		{[]string{"cp", ":/key", local}, 2, "e.g. :key"},
+		{[]string{"cp", ":key", "/nonexistent-dir/key"}, 125, "cannot write /nonexistent-dir/key: no such file or directory"},
+		{[]string{"cp", ":", local}, 2, "name the sandbox file to copy"},
+	} {
+		r := runClient(t, d.env(), "", tc.args...)
+		if r.code != tc.code || !strings.Contains(r.stderr, tc.err) || strings.Contains(r.stderr, ".part-") {
+			t.Errorf("%v: exit %d stderr %q; want %d and %q", tc.args, r.code, r.stderr, tc.code, tc.err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(d.base, strings.TrimPrefix(d.base, "/"), "abs")); err == nil {
+		t.Errorf("cp to :/abs wrote under the base dir")
+	}
+}
