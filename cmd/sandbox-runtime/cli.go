@@ -1161,7 +1161,7 @@ func (c *cli) download(ctx context.Context, src, dst string) int {
 		}
 		return 0
 	}
-	if fi, err := os.Stat(dst); err == nil && fi.IsDir() {
+	if fi, err := os.Stat(dst); err == nil && fi.IsDir() || strings.HasSuffix(dst, "/") {
 		dst = filepath.Join(dst, path.Base(src))
 	}
 	// The sandbox file's mode, under the local umask (as cp does): a

@@ -883,6 +883,7 @@ func TestCLICopyModesAndPaths(t *testing.T) {
 		{[]string{"cp", filepath.Join(d.base, "key"), ":" + filepath.Join(d.base, "abs")}, 2, "sandbox paths are relative to the daemon's base dir"},
 		{[]string{"cp", ":/key", local}, 2, "e.g. :key"},
 		{[]string{"cp", ":key", "/nonexistent-dir/key"}, 125, "cannot write /nonexistent-dir/key: no such file or directory"},
+		{[]string{"cp", ":key", "/nonexistent-dir/"}, 125, "cannot write /nonexistent-dir/key: no such file or directory"},
 		{[]string{"cp", ":", local}, 2, "name the sandbox file to copy"},
 	} {
 		r := runClient(t, d.env(), "", tc.args...)
