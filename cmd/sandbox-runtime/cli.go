@@ -323,7 +323,7 @@ func (c *cli) fail(err error, id string) int {
 		} else if errors.As(err, &op) && op.Op == "dial" {
 			c.errorf("cannot reach the sandbox runtime at %s: %v", c.url, op.Err)
 		} else {
-			c.errorf("lost the connection to the sandbox runtime at %s: %v", c.url, te.Err)
+			c.errorf("lost the connection to the sandbox runtime at %s: %s", c.url, reason(err))
 		}
 		return exitFailed
 	case errors.As(err, &e):
@@ -500,8 +500,16 @@ func (c *cli) execute(f *createFlags, argv []string) int {
 	var stdinFailed atomic.Bool
 	var early atomic.Value // the signal that ended the create
 	started := make(chan string, 1)
+	var lostSignal atomic.Value // a signal that could not reach the daemon
 	go c.forwardSignals(ctx, started, func(sig os.Signal) { early.Store(sig); cancel() }, func(id string, sig os.Signal) {
-		c.c.Signal(ctx, id, signalName(sig)) // a finished command needs no signal: the error is moot
+		_, err := c.c.Signal(ctx, id, signalName(sig)) // a finished command needs no signal: an answer is moot
+		var te *srclient.TransportError
+		if errors.As(err, &te) {
+			// Nobody to forward it to (the daemon is unreachable): the
+			// person wants out, so stop rather than re-dial for 30 s.
+			lostSignal.Store(sig)
+			cancel()
+		}
 	})
 	res, err := c.c.Run(ctx, req, srclient.RunOptions{
 		CollectLimit: -1,
@@ -540,6 +548,10 @@ func (c *cli) execute(f *createFlags, argv []string) int {
 	}
 	if sig, ok := early.Load().(os.Signal); ok && err != nil {
 		return c.interrupted(req.CommandID, sig)
+	}
+	if sig, ok := lostSignal.Load().(os.Signal); ok && err != nil {
+		c.errorf("%s could not be forwarded to command %s: the sandbox runtime at %s cannot be reached; the command may still be running", signalName(sig), req.CommandID, c.url)
+		return 128 + int(sig.(syscall.Signal))
 	}
 	if stdinFailed.Load() {
 		return exitFailed // said, and killed, by the pump

@@ -895,3 +895,50 @@ func TestCLICopyModesAndPaths(t *testing.T) {
 		t.Errorf("cp to :/abs wrote under the base dir")
 	}
 }
+
+// TestCLIInterruptWithTheDaemonGone (F11): SIGINT after the start, while
+// the daemon cannot be reached, cannot be forwarded: the client says so
+// and exits 130 at once instead of re-dialling for 30 s.
+func TestCLIInterruptWithTheDaemonGone(t *testing.T) {
+	t.Parallel()
+	d := startCLIDaemon(t)
+	p := newBlipProxy(t, d.url)
+	cmd := exec.Command(binPath, "exec", "--timeout", "60", "--", "sh", "-c", "echo started; exec sleep 50")
+	cmd.Env = append(cliEnv(), "SANDBOX_RUNTIME_URL="+p.url())
+	var errb bytes.Buffer
+	cmd.Stderr = &errb
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if line, err := bufio.NewReader(out).ReadString('\n'); err != nil || line != "started\n" {
+		t.Fatalf("first line %q, %v", line, err)
+	}
+	p.setDown(true)
+	p.waitRefused(t, 1) // the client re-dials its stream
+	cmd.Process.Signal(syscall.SIGINT)
+	cmd.Wait()
+	if code := cmd.ProcessState.ExitCode(); code != 130 || !strings.Contains(errb.String(), "SIGINT could not be forwarded") {
+		t.Errorf("exit %d, stderr %q; want 130 and why", code, errb.String())
+	}
+	http.Post(d.url+"/v1/commands/"+waitRunningID(t, d)+"/kill", "application/json", nil)
+}
+
+// waitRunningID returns the id of the daemon's one command.
+func waitRunningID(t *testing.T, d *cliDaemon) string {
+	t.Helper()
+	resp, err := http.Get(d.url + "/v1/commands")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var l wire.CommandList
+	json.NewDecoder(resp.Body).Decode(&l)
+	if len(l.Commands) != 1 {
+		t.Fatalf("commands: %+v", l)
+	}
+	return l.Commands[0].CommandID
+}
