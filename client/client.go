@@ -339,7 +339,8 @@ func (c *Client) doRetrying(ctx context.Context, r request, out any) error {
 	for {
 		err := c.do(ctx, r, out)
 		var te *TransportError
-		if err == nil || !errors.As(err, &te) || ctx.Err() != nil || time.Now().After(deadline) {
+		refusedAtFirst := !c.reached.Load() && errors.Is(err, syscall.ECONNREFUSED)
+		if err == nil || !errors.As(err, &te) || refusedAtFirst || c.retryFor < 0 || ctx.Err() != nil || time.Now().After(deadline) {
 			return err
 		}
 		if err := b.wait(ctx, 0); err != nil {
