@@ -101,8 +101,14 @@ func New(baseURL string, o Options) (*Client, error) {
 		baseURL = DefaultURL
 	}
 	u, err := url.Parse(baseURL)
+	if err != nil && !strings.Contains(baseURL, "://") {
+		return nil, fmt.Errorf("the URL %q must start with http:// or https://, e.g. http://%s", redact(baseURL), redact(baseURL))
+	}
 	if err != nil {
-		return nil, fmt.Errorf("the URL %q does not parse: %w", baseURL, err)
+		return nil, fmt.Errorf("the URL %q does not parse", redact(baseURL))
+	}
+	if !strings.Contains(baseURL, "://") {
+		return nil, fmt.Errorf("the URL %q must start with http:// or https://, e.g. http://%s", redact(baseURL), redact(baseURL))
 	}
 	if u.Scheme != "http" && u.Scheme != "https" {
 		return nil, fmt.Errorf("the URL %q must start with http:// or https://", baseURL)
@@ -129,8 +135,9 @@ func New(baseURL string, o Options) (*Client, error) {
 	return c, nil
 }
 
-// URL returns the daemon's base URL.
-func (c *Client) URL() string { return c.base.String() }
+// URL returns the daemon's base URL, a password in it shown as "xxxxx"
+// (for messages).
+func (c *Client) URL() string { return c.base.Redacted() }
 
 // Error is an error answer of the daemon (or of something in front of it).
 type Error struct {
@@ -269,8 +276,38 @@ func (c *Client) describe(err error) error {
 	if errors.As(err, &e) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return err
 	}
-	return &TransportError{URL: c.base.String(), Err: err}
+	return &TransportError{URL: c.base.Redacted(), Err: redactErr{err, c.base}}
 }
+
+// redact hides the password of a URL given as text, parsed or not.
+func redact(s string) string {
+	if u, err := url.Parse(s); err == nil {
+		return u.Redacted()
+	}
+	if i, j := strings.Index(s, "://"), strings.LastIndex(s, "@"); i >= 0 && j > i {
+		if k := strings.Index(s[i+3:j], ":"); k >= 0 {
+			return s[:i+3+k+1] + "xxxxx" + s[j:]
+		}
+	}
+	return s
+}
+
+// redactErr is an error whose text shows base's password as "xxxxx" (a
+// *url.Error quotes the whole request URL).
+type redactErr struct {
+	err  error
+	base *url.URL
+}
+
+func (e redactErr) Error() string {
+	s := e.err.Error()
+	if p, ok := e.base.User.Password(); ok && p != "" {
+		s = strings.ReplaceAll(s, ":"+url.UserPassword("", p).String()[1:], ":xxxxx")
+		s = strings.ReplaceAll(s, ":"+p+"@", ":xxxxx@")
+	}
+	return s
+}
+func (e redactErr) Unwrap() error { return e.err }
 
 // TransportError is a failure to reach the daemon or to read its answer.
 type TransportError struct {

@@ -52,6 +52,7 @@ import (
 	"syscall"
 	"text/tabwriter"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/google/uuid"
@@ -182,21 +183,41 @@ func (c *cli) flags(usage, about string) (*flag.FlagSet, *string, *string) {
 	url := fs.String("url", "", "the daemon's URL (default $SANDBOX_RUNTIME_URL, else "+srclient.DefaultURL+")")
 	tokenFile := fs.String("token-file", "", "a file holding the bearer token (default: $SANDBOX_RUNTIME_TOKEN, else $SANDBOX_RUNTIME_TOKEN_FILE)")
 	fs.Usage = func() {
-		fmt.Fprintf(c.stderr, "usage: sandbox-runtime %s\n\n%s\n\nflags:\n", usage, about)
+		fmt.Fprintf(fs.Output(), "usage: sandbox-runtime %s\n\n%s\n\nflags:\n", usage, about)
 		fs.PrintDefaults()
 	}
 	return fs, url, tokenFile
+}
+
+// parseFlags parses args: --help prints the usage to stdout (as the
+// daemon's --help does) and a wrong flag is said with the subcommand's
+// name, then the usage, on stderr.
+func (c *cli) parseFlags(fs *flag.FlagSet, args []string) (code int, ok bool) {
+	usage := fs.Usage
+	fs.Usage = func() {}
+	fs.SetOutput(io.Discard)
+	err := fs.Parse(splitShortFlags(fs, args))
+	fs.Usage = usage
+	if errors.Is(err, flag.ErrHelp) {
+		fs.SetOutput(c.stdout)
+		fs.Usage()
+		fs.SetOutput(c.stderr)
+		return 0, false
+	}
+	fs.SetOutput(c.stderr)
+	if err != nil {
+		c.usageError(fs, err.Error())
+		return exitUsage, false
+	}
+	return 0, true
 }
 
 // parse parses args and connects; it returns false (after saying why)
 // when the command line is wrong. nargs is the number of positional
 // arguments wanted (-1: at least one).
 func (c *cli) parse(fs *flag.FlagSet, url, tokenFile *string, args []string, nargs int) (rest []string, code int, ok bool) {
-	if err := fs.Parse(splitShortFlags(fs, args)); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil, 0, false
-		}
-		return nil, exitUsage, false
+	if code, ok := c.parseFlags(fs, args); !ok {
+		return nil, code, false
 	}
 	rest = fs.Args()
 	switch {
@@ -952,6 +973,12 @@ func (c *cli) ps(args []string) int {
 	if _, code, ok := c.parse(fs, url, tok, args, 0); !ok {
 		return code
 	}
+	switch wire.State(*state) {
+	case "", wire.StateRunning, wire.StateExited, wire.StateCancelled, wire.StateTimedOut, wire.StateTerminated:
+	default:
+		c.usageError(fs, fmt.Sprintf("--state %q is not a state: running, exited, cancelled, timed_out or terminated", *state))
+		return exitUsage
+	}
 	list, err := c.c.List(context.Background(), wire.State(*state))
 	if err != nil {
 		return c.fail(err, "")
@@ -993,7 +1020,9 @@ func shortArgv(argv []string) string {
 		if i > 0 {
 			b.WriteByte(' ')
 		}
-		if a == "" || strings.ContainsAny(a, " \t\n\"'\\$`") {
+		// Quoted (control bytes escaped) when a shell would need it, or
+		// when it holds what a terminal would act on (escape sequences).
+		if a == "" || strings.ContainsAny(a, " \t\n\"'\\$`") || strings.IndexFunc(a, func(r rune) bool { return !unicode.IsPrint(r) }) >= 0 {
 			b.WriteString(strconv.Quote(a))
 		} else {
 			b.WriteString(a)

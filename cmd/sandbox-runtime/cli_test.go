@@ -942,3 +942,37 @@ func waitRunningID(t *testing.T, d *cliDaemon) string {
 	}
 	return l.Commands[0].CommandID
 }
+
+// TestCLIMessages (F10, F17): messages a person can act on: ps escapes the
+// control bytes of an argv; a URL without scheme and a bad --state are
+// explained; a password in the URL is never echoed; a wrong flag is said
+// with the subcommand's name; --help goes to stdout with exit 0.
+func TestCLIMessages(t *testing.T) {
+	t.Parallel()
+	d := startCLIDaemon(t)
+	if r := runClient(t, d.env(), "", "run", "-d", "--", "printf", "\x1b[2J\x1b]0;pwned\x07"); r.code != 0 {
+		t.Fatalf("run -d: %+v", r)
+	}
+	waitFinishedOne(t, d)
+	if r := runClient(t, d.env(), "", "ps"); r.code != 0 || strings.ContainsAny(r.stdout, "\x1b\x07") || !strings.Contains(r.stdout, `"\x1b[2J\x1b]0;pwned\a"`) {
+		t.Errorf("ps: %+v; want the argv quoted with its control bytes escaped", r)
+	}
+	for _, tc := range []struct {
+		args    []string
+		code    int
+		stdout  string
+		stderr  string
+		notSaid string
+	}{
+		{[]string{"ps", "--state", "bogus"}, 2, "", `--state "bogus" is not a state: running, exited`, ""},
+		{[]string{"ps", "--url", "127.0.0.1:1"}, 125, "", `must start with http:// or https://, e.g. http://127.0.0.1:1`, "first path segment"},
+		{[]string{"ps", "--url", "http://me:s3cret@127.0.0.1:1"}, 125, "", "http://me:xxxxx@127.0.0.1:1", "s3cret"},
+		{[]string{"exec", "--bogus", "--", "true"}, 2, "", "sandbox-runtime exec: flag provided but not defined: -bogus\nusage: sandbox-runtime exec", ""},
+		{[]string{"exec", "--help"}, 0, "usage: sandbox-runtime exec", "", ""},
+	} {
+		r := runClient(t, nil, "", tc.args...)
+		if r.code != tc.code || !strings.Contains(r.stdout, tc.stdout) || !strings.Contains(r.stderr, tc.stderr) || tc.notSaid != "" && strings.Contains(r.stdout+r.stderr, tc.notSaid) {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want %d, %q on stdout, %q on stderr", tc.args, r.code, r.stdout, r.stderr, tc.code, tc.stdout, tc.stderr)
+		}
+	}
+}
