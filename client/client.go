@@ -372,9 +372,12 @@ func (c *Client) do(ctx context.Context, r request, out any) error {
 // requests whose answer arrives late, like a wait).
 func (c *Client) doRetrying(ctx context.Context, r request, out any) error {
 	var b backoff
-	deadline := time.Now().Add(c.retryFor)
+	var deadline time.Time // from the first failure: a wait may be long
 	for {
 		err := c.do(ctx, r, out)
+		if deadline.IsZero() {
+			deadline = time.Now().Add(c.retryFor)
+		}
 		var te *TransportError
 		refusedAtFirst := !c.reached.Load() && errors.Is(err, syscall.ECONNREFUSED)
 		if err == nil || !errors.As(err, &te) || refusedAtFirst || c.retryFor < 0 || ctx.Err() != nil || time.Now().After(deadline) {

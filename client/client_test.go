@@ -638,3 +638,38 @@ func TestCreateNaNTimeoutIsAnError(t *testing.T) {
 		t.Errorf("Run with an infinite timeout: %v", err)
 	}
 }
+
+// TestQuietFollowResumesAfterABlip (F15): like the attachment, a followed
+// stream quiet for longer than RetryFor is re-opened when it breaks.
+func TestQuietFollowResumesAfterABlip(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t)
+	ctx := testCtx(t, time.Minute)
+	p := newCutProxy(t, strings.TrimPrefix(d.url, "http://"), 1<<30, 1, slices.Repeat([]cutLimits{{-1, -1}}, 16)...)
+	const retryFor = 300 * time.Millisecond
+	c := newClient(t, p.url(), Options{RetryFor: retryFor})
+	direct := newClient(t, d.url, Options{})
+	req := helperReq("cat")
+	req.Stdin = true
+	st, err := direct.Start(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer direct.Kill(ctx, st.CommandID)
+	var got bytes.Buffer
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.Follow(ctx, st.CommandID, 0, func(ev *wire.Event) error { b, _ := ev.Bytes(); got.Write(b); return nil })
+		done <- err
+	}()
+	// The quiet time is the condition under test: the stream has been
+	// silent three times RetryFor when the link breaks.
+	time.Sleep(3 * retryFor)
+	p.cutAll()
+	if _, err := direct.Stdin(ctx, st.CommandID, []byte("after the blip\n"), true); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil || got.String() != "after the blip\n" {
+		t.Fatalf("Follow: %v, got %q; want the output after the blip and the end", err, got.String())
+	}
+}

@@ -222,7 +222,9 @@ func (c *Client) Follow(ctx context.Context, id string, cursor int64, fn EventFu
 
 func (c *Client) follow(ctx context.Context, id string, cursor *int64, fn EventFunc) (*wire.Status, error) {
 	var b backoff
-	deadline := time.Now().Add(c.retryFor)
+	// The time without progress counts from the first break after the
+	// last progress: a stream quiet for long is as resumable as another.
+	var deadline time.Time
 	for {
 		at := *cursor
 		q := url.Values{"cursor": {strconv.FormatInt(at, 10)}, "max_wait": {strconv.Itoa(streamWindow)}}
@@ -232,11 +234,11 @@ func (c *Client) follow(ctx context.Context, id string, cursor *int64, fn EventF
 		}
 		if err == nil { // end: the window closed; open the next one at once
 			b.reset()
-			deadline = time.Now().Add(c.retryFor)
+			deadline = time.Time{}
 			continue
 		}
 		progressed := *cursor != at
-		if progressed {
+		if progressed || deadline.IsZero() {
 			b.reset()
 			deadline = time.Now().Add(c.retryFor)
 		}
