@@ -56,6 +56,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/google/uuid"
+	"golang.org/x/sys/unix"
 	"golang.org/x/term"
 
 	srclient "github.com/sandbox-runtime/sandbox-runtime/client"
@@ -733,6 +734,24 @@ func (c *cli) pumpStdin(send func(b []byte, eof bool) error, o pumpOptions) {
 	}
 }
 
+// cbreak turns off canonical input and echo on terminal fd (keys arrive
+// one by one, unseen); signals and output processing stay. It returns the
+// function that restores the terminal.
+func cbreak(fd int) (func(), error) {
+	old, err := unix.IoctlGetTermios(fd, unix.TCGETS)
+	if err != nil {
+		return nil, err
+	}
+	t := *old
+	t.Lflag &^= unix.ICANON | unix.ECHO
+	t.Cc[unix.VMIN], t.Cc[unix.VTIME] = 1, 0
+	if err := unix.IoctlSetTermios(fd, unix.TCSETS, &t); err != nil {
+		return nil, err
+	}
+	var once sync.Once
+	return func() { once.Do(func() { unix.IoctlSetTermios(fd, unix.TCSETS, old) }) }, nil
+}
+
 // reason describes err for a person: the cause of a transport error
 // without Go's request line (Post "http://…": …).
 func reason(err error) string {
@@ -858,12 +877,10 @@ func (c *cli) attachTo(ctx context.Context, st *wire.Status, cursor int64, withS
 	defer a.Close()
 	in := int(c.stdin.Fd())
 	pty := st.PTY != nil
-	raw := false
 	restore := func() {}
 	if pty && term.IsTerminal(in) {
 		old, err := term.MakeRaw(in)
 		if err == nil {
-			raw = true
 			var once sync.Once
 			restore = func() { once.Do(func() { term.Restore(in, old) }) }
 			defer restore()
@@ -895,13 +912,38 @@ func (c *cli) attachTo(ctx context.Context, st *wire.Status, cursor int64, withS
 		// that there is nothing to type, not that a person pressed
 		// Ctrl-D: a terminal command is left alone.
 		o := pumpOptions{noEOF: pty && !term.IsTerminal(in)}
-		if raw {
+		if term.IsTerminal(in) {
+			// Raw: Ctrl-] at once; a pipe command on a cooked terminal:
+			// Ctrl-] then Enter (the line is the terminal's until then).
 			o.detach = func() {
 				close(detached)
 				a.Close() // ends the Next below
 			}
 		}
 		go c.pumpStdin(a.Stdin, o)
+	} else if !pty && term.IsTerminal(in) {
+		// No input to forward, but a person at a terminal who wants to
+		// stop watching without Ctrl-C (forwarded: it would end the
+		// command): read keys one by one (echo off, signals and output
+		// as they were) for Ctrl-].
+		if undo, err := cbreak(in); err == nil {
+			restore = undo
+			defer restore()
+			go func() {
+				buf := make([]byte, 256)
+				for {
+					n, err := c.stdin.Read(buf)
+					if bytes.IndexByte(buf[:n], detachKey) >= 0 {
+						close(detached)
+						a.Close()
+						return
+					}
+					if err != nil {
+						return
+					}
+				}
+			}()
+		}
 	}
 	started := make(chan string, 1)
 	started <- st.CommandID

@@ -298,3 +298,53 @@ func TestTerminalKeysSurviveAReconnect(t *testing.T) {
 	keys("C-]")
 	waitPane("CLIENT-EXIT=0")
 }
+
+// TestTerminalDetachFromAPipeCommand (F08): attach from a terminal to a
+// command without one (and without stdin): Ctrl-] detaches and leaves it
+// running, as it does for a terminal command; Ctrl-C need not be used.
+func TestTerminalDetachFromAPipeCommand(t *testing.T) {
+	tmux, err := exec.LookPath("tmux")
+	if err != nil {
+		t.Skip("tmux is not installed (apt-get install tmux)")
+	}
+	d := startDaemon(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var st wire.Status
+	d.doJSON(ctx, "POST", "/v1/commands", wire.CreateRequest{Argv: []string{"sh", "-c", "echo watching-$((6*7)); exec sleep 60"}}, 201, &st)
+	sock := "sandbox-f08-" + strconv.Itoa(os.Getpid())
+	run := func(args ...string) string {
+		t.Helper()
+		cmd := exec.Command(tmux, append([]string{"-L", sock, "-f", "/dev/null"}, args...)...)
+		cmd.Env = cleanEnv()
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("tmux %v: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
+	t.Cleanup(func() { exec.Command(tmux, "-L", sock, "kill-server").Run() })
+	waitPane := func(want string) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			screen := run("capture-pane", "-p", "-t", "p")
+			if strings.Contains(screen, want) {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the pane never showed %q; it shows:\n%s", want, screen)
+			}
+			time.Sleep(50 * time.Millisecond) // polling a screen nobody can be told about
+		}
+	}
+	run("new-session", "-d", "-s", "p", "-x", "100", "-y", "30",
+		binPath+" attach --url "+d.url+" "+st.CommandID+"; echo CLIENT-EXIT=$?; read x")
+	waitPane("watching-42")
+	run("send-keys", "-t", "p", "C-]")
+	waitPane("CLIENT-EXIT=0")
+	if now := d.get(ctx, st.CommandID, 0); now.State != wire.StateRunning {
+		t.Errorf("after the detach: %s; want running", now.State)
+	}
+	d.doJSON(ctx, "POST", "/v1/commands/"+st.CommandID+"/kill", nil, 200, nil)
+}
