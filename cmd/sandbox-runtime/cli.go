@@ -91,6 +91,45 @@ func isCLICommand(arg string) bool {
 	return ok
 }
 
+// printCLIHelp ends the daemon's --help with the client's subcommands.
+func printCLIHelp(w io.Writer) {
+	fmt.Fprint(w, `
+The same binary is the command-line client of a running daemon when its
+first argument is a subcommand (each has --help; --url and --token-file
+go after the subcommand):
+
+  sandbox-runtime exec [-i] [-t] [-e K=V]… [-w DIR] [--timeout S] -- ARGV…
+  sandbox-runtime run -d [-e K=V]… [-w DIR] [--timeout S] -- ARGV…
+  sandbox-runtime ps [-q] [--state STATE]
+  sandbox-runtime logs [-f] ID
+  sandbox-runtime attach [--no-stdin] [--cursor N] ID
+  sandbox-runtime kill [-s SIGNAL] ID
+  sandbox-runtime cp SRC DST        (":path" is in the sandbox, "-" is stdin or stdout)
+`)
+}
+
+// misplacedCLIFlags reports (after saying so on w) a command line that puts
+// the client's own flags before its subcommand: "--url X ps".
+func misplacedCLIFlags(args []string, w io.Writer) bool {
+	clientFlag := false
+	for i, a := range args {
+		if a == "--" {
+			return false
+		}
+		name, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if strings.HasPrefix(a, "-") && (name == "url" || name == "token-file") {
+			clientFlag = true
+			continue
+		}
+		if clientFlag && isCLICommand(a) {
+			fixed := append(append([]string{a}, args[:i]...), args[i+1:]...)
+			fmt.Fprintf(w, "sandbox-runtime: the client's flags go after its subcommand: sandbox-runtime %s\n", strings.Join(fixed, " "))
+			return true
+		}
+	}
+	return false
+}
+
 // cli is one run of the client.
 type cli struct {
 	name   string // the subcommand

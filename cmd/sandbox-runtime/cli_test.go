@@ -969,6 +969,8 @@ func TestCLIMessages(t *testing.T) {
 		{[]string{"ps", "--url", "http://me:s3cret@127.0.0.1:1"}, 125, "", "http://me:xxxxx@127.0.0.1:1", "s3cret"},
 		{[]string{"exec", "--bogus", "--", "true"}, 2, "", "sandbox-runtime exec: flag provided but not defined: -bogus\nusage: sandbox-runtime exec", ""},
 		{[]string{"exec", "--help"}, 0, "usage: sandbox-runtime exec", "", ""},
+		{[]string{"--url", "http://127.0.0.1:1", "ps", "-q"}, 2, "", "the client's flags go after its subcommand: sandbox-runtime ps --url http://127.0.0.1:1 -q", ""},
+		{[]string{"--help"}, 0, "sandbox-runtime attach [--no-stdin] [--cursor N] ID", "", ""},
 	} {
 		r := runClient(t, nil, "", tc.args...)
 		if r.code != tc.code || !strings.Contains(r.stdout, tc.stdout) || !strings.Contains(r.stderr, tc.stderr) || tc.notSaid != "" && strings.Contains(r.stdout+r.stderr, tc.notSaid) {
