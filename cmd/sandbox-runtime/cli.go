@@ -28,8 +28,12 @@ package main
 //
 // Exit codes: exec, run and attach exit with the command's code, 128+N
 // when signal N ended it (as shells do); 125 when the client or the daemon
-// failed; 126 when the command could not be started, 127 when it was not
-// found; 2 for a usage error.
+// failed, and when output was lost to the daemon's ring while the command
+// itself succeeded; 141 when stdout is a pipe whose reader has gone (as
+// SIGPIPE); 128+N when signal N came before the command started (or could
+// not be forwarded); 126 when the command could not be started, 127 when
+// it was not found; 2 for a usage error. Every non-zero exit that is not
+// the command's own is explained on stderr (but 141).
 
 import (
 	"bytes"
