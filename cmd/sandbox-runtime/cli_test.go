@@ -238,7 +238,7 @@ func TestCLIBackgroundLogsKill(t *testing.T) {
 		t.Errorf("logs of an unknown id: %+v", r)
 	}
 	r = runClient(t, env, "", "ps", "--state", "sleepy")
-	if r.code != 125 || !strings.Contains(r.stderr, "state") {
+	if r.code != 2 || !strings.Contains(r.stderr, "state") { // a usage error (F10)
 		t.Errorf("ps bad state: %+v", r)
 	}
 }
