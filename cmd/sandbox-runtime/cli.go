@@ -401,7 +401,7 @@ func (c *cli) fail(err error, id string) int {
 			}
 		case wire.CodeNotFound:
 			if id != "" {
-				c.errorf("there is no command %s (sandbox-runtime ps lists them)", id)
+				c.errorf("there is no command %s (sandbox-runtime ps lists them; a restarted daemon has forgotten those it ran before)", id)
 			} else {
 				c.errorf("%s", e.Message)
 			}
@@ -624,7 +624,11 @@ func (c *cli) execute(f *createFlags, argv []string) int {
 	if err != nil {
 		return c.fail(err, req.CommandID)
 	}
-	return c.lost(res.GapBytes, c.finished(res.Status))
+	code := c.lost(res.GapBytes, c.finished(res.Status))
+	if readFailed.Load() && code == 0 {
+		return exitFailed // said by the pump
+	}
+	return code
 }
 
 // forwardSignals relays SIGINT, SIGTERM, SIGHUP and SIGQUIT to the command
@@ -769,7 +773,14 @@ func (c *cli) pumpStdin(send func(b []byte, eof bool) error, o pumpOptions) {
 			q <- chunk{b: b}
 		}
 		if err != nil {
-			if err == io.EOF && !o.noEOF {
+			if err != io.EOF {
+				// The command must not take a cut input for a whole one
+				// in silence; its stdin is closed all the same, as after
+				// an end, so that it does not wait for ever.
+				c.errorf("reading the local stdin failed, so the command's stdin was closed early: %v", pathErr(err))
+				readFailed.Store(true)
+			}
+			if !o.noEOF {
 				q <- chunk{eof: true}
 			}
 			return
@@ -811,6 +822,10 @@ func reason(err error) string {
 	}
 	return err.Error()
 }
+
+// readFailed is set when reading the local stdin failed (not at its end):
+// exec then exits 125 unless the command failed.
+var readFailed atomic.Bool
 
 // isInputDone reports an error that says the command takes no more input.
 func isInputDone(err error) bool {

@@ -85,6 +85,23 @@ func runClient(t *testing.T, env []string, stdin string, args ...string) cliResu
 	return cliResult{out.String(), errb.String(), code}
 }
 
+// runClientFile is runClient with stdin opened from file.
+func runClientFile(t *testing.T, env []string, file string, args ...string) cliResult {
+	t.Helper()
+	f, err := os.Open(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	cmd := exec.Command(binPath, args...)
+	cmd.Env = append(cliEnv(), env...)
+	cmd.Stdin = f
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	cmd.Run()
+	return cliResult{out.String(), errb.String(), cmd.ProcessState.ExitCode()}
+}
+
 func (d *cliDaemon) env() []string { return []string{"SANDBOX_RUNTIME_URL=" + d.url} }
 
 func TestCLIExec(t *testing.T) {
@@ -98,6 +115,7 @@ func TestCLIExec(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
 		stdin      string
+		stdinFile  string // instead of stdin
 		args       []string
 		wantOut    string
 		wantErr    string // a regexp the stderr must match
@@ -117,6 +135,8 @@ func TestCLIExec(t *testing.T) {
 		{name: "no argv", args: []string{"exec"}, wantErr: `name the command to run`, wantCode: 2},
 		{name: "bad -e", args: []string{"exec", "-e", "NOEQUALS", "--", "true"}, wantErr: `"NOEQUALS" is not K=V`, wantCode: 2},
 		{name: "bad cwd", args: []string{"exec", "-w", "relative", "--", "true"}, wantErr: `cwd`, wantCode: 125},
+		// F10: an unreadable stdin is said, and exec does not exit 0.
+		{name: "stdin unreadable", stdinFile: "/", args: []string{"exec", "-i", "--", "sh", "-c", "wc -c"}, wantOut: "0\n", wantErr: `reading the local stdin failed, so the command's stdin was closed early: is a directory`, wantCode: 125},
 		// F01: a timeout that is not a positive finite number is a usage error, never a panic.
 		{name: "timeout NaN", args: []string{"exec", "--timeout", "NaN", "--", "true"}, wantErr: `^sandbox-runtime exec: --timeout NaN: give a number of seconds above 0`, wantCode: 2},
 		{name: "timeout inf", args: []string{"run", "-d", "--timeout", "inf", "--", "true"}, wantErr: `--timeout \+Inf: give`, wantCode: 2},
@@ -129,6 +149,9 @@ func TestCLIExec(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := runClient(t, d.env(), tc.stdin, tc.args...)
+			if tc.stdinFile != "" {
+				r = runClientFile(t, d.env(), tc.stdinFile, tc.args...)
+			}
 			if r.code != tc.wantCode {
 				t.Errorf("exit code %d, want %d; stderr: %s", r.code, tc.wantCode, r.stderr)
 			}
