@@ -979,14 +979,21 @@ func (c *cli) attachTo(ctx context.Context, st *wire.Status, cursor int64, withS
 			}
 		}
 		go c.pumpStdin(a.Stdin, o)
-	} else if !pty && term.IsTerminal(in) {
-		// No input to forward, but a person at a terminal who wants to
-		// stop watching without Ctrl-C (forwarded: it would end the
-		// command): read keys one by one (echo off, signals and output
-		// as they were) for Ctrl-].
-		if undo, err := cbreak(in); err == nil {
-			restore = undo
-			defer restore()
+	} else if term.IsTerminal(in) {
+		// No input to forward (--no-stdin, or a command without stdin),
+		// but a person at a terminal who wants to stop watching without
+		// Ctrl-C (forwarded: it would end the command; in raw mode it is
+		// only a key): read keys one by one for Ctrl-]. A pipe command's
+		// terminal goes to cbreak: echo off, signals and output as they
+		// were.
+		ok := pty // already raw
+		if !pty {
+			if undo, err := cbreak(in); err == nil {
+				restore, ok = undo, true
+				defer restore()
+			}
+		}
+		if ok {
 			go func() {
 				buf := make([]byte, 256)
 				for {

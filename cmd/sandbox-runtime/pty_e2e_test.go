@@ -324,11 +324,12 @@ func TestTerminalDetachFromAPipeCommand(t *testing.T) {
 		return string(out)
 	}
 	t.Cleanup(func() { exec.Command(tmux, "-L", sock, "kill-server").Run() })
+	pane := "p"
 	waitPane := func(want string) {
 		t.Helper()
 		deadline := time.Now().Add(30 * time.Second)
 		for {
-			screen := run("capture-pane", "-p", "-t", "p")
+			screen := run("capture-pane", "-p", "-t", pane)
 			if strings.Contains(screen, want) {
 				return
 			}
@@ -347,4 +348,19 @@ func TestTerminalDetachFromAPipeCommand(t *testing.T) {
 		t.Errorf("after the detach: %s; want running", now.State)
 	}
 	d.doJSON(ctx, "POST", "/v1/commands/"+st.CommandID+"/kill", nil, 200, nil)
+
+	// attach --no-stdin to a terminal command: the local terminal is raw
+	// (Ctrl-C is only a key), so Ctrl-] is the way out there too.
+	var shell wire.Status
+	d.doJSON(ctx, "POST", "/v1/commands", wire.CreateRequest{Argv: []string{"sh", "-c", "echo on-a-tty-$((6*7)); exec sleep 60"}, PTY: &wire.PTYRequest{Cols: 80, Rows: 24}}, 201, &shell)
+	pane = "q"
+	run("new-session", "-d", "-s", "q", "-x", "100", "-y", "30",
+		binPath+" attach --no-stdin --url "+d.url+" "+shell.CommandID+"; echo CLIENT-EXIT=$?; read x")
+	waitPane("on-a-tty-42")
+	run("send-keys", "-t", "q", "C-]")
+	waitPane("CLIENT-EXIT=0")
+	if now := d.get(ctx, shell.CommandID, 0); now.State != wire.StateRunning {
+		t.Errorf("after the detach: %s; want running", now.State)
+	}
+	d.doJSON(ctx, "POST", "/v1/commands/"+shell.CommandID+"/kill", nil, 200, nil)
 }
