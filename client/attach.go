@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"strconv"
 	"sync"
+	"syscall"
 	"time"
 	"unicode/utf8"
 
@@ -26,15 +27,21 @@ import (
 //
 // When the connection breaks, Next dials again from the next_cursor of the
 // last event it returned, so events are delivered exactly once. A frame
-// sent while the connection is breaking may be lost (WebSocket frames are
-// not acknowledged): use Client.Stdin where every byte must arrive.
+// sent while Next re-dials waits for the new connection and goes out on
+// it, so frames sent one after another arrive in order; but a frame
+// written just before the connection broke may be lost (WebSocket frames
+// are not acknowledged): use Client.Stdin where every byte must arrive.
+// Sending needs Next to be called (it is Next that re-dials).
 type Attachment struct {
 	c  *Client
 	id string
 
-	mu     sync.Mutex      // guards conn and closed
-	conn   *websocket.Conn // the current connection
-	closed bool
+	mu      sync.Mutex      // guards conn, broken, closed and over
+	changed *sync.Cond      // signalled when conn, closed or over change
+	conn    *websocket.Conn // the current connection
+	broken  *websocket.Conn // a connection a send found broken: wait for another
+	closed  bool
+	over    error // set once Next has returned its last event or error
 
 	// Only Next touches these.
 	cursor int64 // next_cursor of the last event returned
@@ -44,12 +51,25 @@ type Attachment struct {
 // Attach opens a WebSocket on command id from cursor.
 func (c *Client) Attach(ctx context.Context, id string, cursor int64) (*Attachment, error) {
 	a := &Attachment{c: c, id: id, cursor: cursor}
-	conn, err := a.dial(ctx)
-	if err != nil {
-		return nil, err
+	a.changed = sync.NewCond(&a.mu)
+	// The first dial is retried like an idempotent request: a blip at the
+	// start is no different from one later.
+	var b backoff
+	deadline := time.Now().Add(c.retryFor)
+	for {
+		conn, err := a.dial(ctx)
+		if err == nil {
+			a.conn = conn
+			return a, nil
+		}
+		refusedAtFirst := !c.reached.Load() && errors.Is(err, syscall.ECONNREFUSED)
+		if ctx.Err() != nil || c.retryFor < 0 || !retryable(err) || refusedAtFirst || time.Now().After(deadline) {
+			return nil, err
+		}
+		if werr := b.wait(ctx, retryAfter(err)); werr != nil {
+			return nil, werr
+		}
 	}
-	a.conn = conn
-	return a, nil
 }
 
 func (a *Attachment) dial(ctx context.Context) (*websocket.Conn, error) {
@@ -103,11 +123,31 @@ func (a *Attachment) Cursor() int64 { return a.cursor }
 // After a disconnect Next re-dials for up to RetryFor without progress;
 // ctx bounds the re-dialing. A Next waiting for a frame is ended by Close.
 func (a *Attachment) Next(ctx context.Context) (*wire.Event, error) {
+	ev, err := a.next(ctx)
+	if err != nil || a.done {
+		// Nothing re-dials any more: senders waiting for a connection
+		// must not wait for ever.
+		a.mu.Lock()
+		if a.over == nil {
+			a.over = err
+			if err == nil || err == io.EOF {
+				a.over = errors.New("the command has finished; the frame was not sent")
+			}
+		}
+		a.changed.Broadcast()
+		a.mu.Unlock()
+	}
+	return ev, err
+}
+
+func (a *Attachment) next(ctx context.Context) (*wire.Event, error) {
 	if a.done {
 		return nil, io.EOF
 	}
 	var b backoff
-	deadline := time.Now().Add(a.c.retryFor)
+	// The time without progress counts from the break, not from when Next
+	// began waiting: a quiet attachment is as resumable as a busy one.
+	var deadline time.Time
 	for {
 		a.mu.Lock()
 		conn, closed := a.conn, a.closed
@@ -135,6 +175,12 @@ func (a *Attachment) Next(ctx context.Context) (*wire.Event, error) {
 			if closed { // Close ended the read: no dial after it
 				return nil, net.ErrClosed
 			}
+			if deadline.IsZero() {
+				deadline = time.Now().Add(a.c.retryFor)
+			}
+		}
+		if deadline.IsZero() {
+			deadline = time.Now().Add(a.c.retryFor)
 		}
 		// Dial again from the cursor.
 		if conn != nil && !time.Now().Before(deadline) || a.c.retryFor < 0 {
@@ -167,6 +213,7 @@ func (a *Attachment) swap(conn *websocket.Conn) bool {
 		return false
 	}
 	a.conn = conn
+	a.changed.Broadcast()
 	return true
 }
 
@@ -206,7 +253,8 @@ func (a *Attachment) read(conn *websocket.Conn) (*wire.Event, error) {
 	return got, nil
 }
 
-// send writes one client frame on the current connection.
+// send writes one client frame on the current connection; while Next
+// re-dials, it waits for the new one.
 func (a *Attachment) send(f wire.ClientFrame) error {
 	data, err := json.Marshal(f)
 	if err != nil {
@@ -214,14 +262,26 @@ func (a *Attachment) send(f wire.ClientFrame) error {
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.closed {
-		return net.ErrClosed
+	for {
+		switch {
+		case a.closed:
+			return net.ErrClosed
+		case a.conn != nil && a.conn != a.broken:
+			a.conn.SetWriteDeadline(time.Now().Add(10 * time.Second))
+			err := a.conn.WriteMessage(websocket.TextMessage, data)
+			if err == nil {
+				return nil
+			}
+			// The connection is breaking: Next will see it too and
+			// re-dial; send the frame again on the next connection.
+			a.broken = a.conn
+			a.conn.Close()
+			continue
+		case a.over != nil:
+			return a.over
+		}
+		a.changed.Wait()
 	}
-	if a.conn == nil {
-		return errors.New("the attachment is reconnecting; the frame was not sent")
-	}
-	a.conn.SetWriteDeadline(time.Now().Add(10 * time.Second))
-	return a.conn.WriteMessage(websocket.TextMessage, data)
 }
 
 // Stdin sends data (and eof) to the command's stdin or terminal, in frames
@@ -273,6 +333,7 @@ func (a *Attachment) Close() error {
 		return nil
 	}
 	a.closed = true
+	a.changed.Broadcast()
 	if a.conn != nil {
 		return a.conn.Close()
 	}

@@ -11,7 +11,9 @@
 //
 // Requests that are safe to repeat (reads, waits, kill, resize, and a
 // create that carries a command_id, which Run and Start always send) are
-// retried after transport errors and 502/503/504 answers for up to
+// retried after transport errors (reads, waits and kill also when the
+// answer breaks off after its headers), the first WebSocket dial of Attach
+// too, and after 502/503/504 answers for up to
 // Options.RetryFor without progress (but a refused connection before the
 // daemon has ever answered this Client fails at once: nothing is listening
 // there). Requests that are not safe to repeat
@@ -99,8 +101,14 @@ func New(baseURL string, o Options) (*Client, error) {
 		baseURL = DefaultURL
 	}
 	u, err := url.Parse(baseURL)
+	if err != nil && !strings.Contains(baseURL, "://") {
+		return nil, fmt.Errorf("the URL %q must start with http:// or https://, e.g. http://%s", redact(baseURL), redact(baseURL))
+	}
 	if err != nil {
-		return nil, fmt.Errorf("the URL %q does not parse: %w", baseURL, err)
+		return nil, fmt.Errorf("the URL %q does not parse", redact(baseURL))
+	}
+	if !strings.Contains(baseURL, "://") {
+		return nil, fmt.Errorf("the URL %q must start with http:// or https://, e.g. http://%s", redact(baseURL), redact(baseURL))
 	}
 	if u.Scheme != "http" && u.Scheme != "https" {
 		return nil, fmt.Errorf("the URL %q must start with http:// or https://", baseURL)
@@ -127,8 +135,9 @@ func New(baseURL string, o Options) (*Client, error) {
 	return c, nil
 }
 
-// URL returns the daemon's base URL.
-func (c *Client) URL() string { return c.base.String() }
+// URL returns the daemon's base URL, a password in it shown as "xxxxx"
+// (for messages).
+func (c *Client) URL() string { return c.base.Redacted() }
 
 // Error is an error answer of the daemon (or of something in front of it).
 type Error struct {
@@ -267,8 +276,38 @@ func (c *Client) describe(err error) error {
 	if errors.As(err, &e) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return err
 	}
-	return &TransportError{URL: c.base.String(), Err: err}
+	return &TransportError{URL: c.base.Redacted(), Err: redactErr{err, c.base}}
 }
+
+// redact hides the password of a URL given as text, parsed or not.
+func redact(s string) string {
+	if u, err := url.Parse(s); err == nil {
+		return u.Redacted()
+	}
+	if i, j := strings.Index(s, "://"), strings.LastIndex(s, "@"); i >= 0 && j > i {
+		if k := strings.Index(s[i+3:j], ":"); k >= 0 {
+			return s[:i+3+k+1] + "xxxxx" + s[j:]
+		}
+	}
+	return s
+}
+
+// redactErr is an error whose text shows base's password as "xxxxx" (a
+// *url.Error quotes the whole request URL).
+type redactErr struct {
+	err  error
+	base *url.URL
+}
+
+func (e redactErr) Error() string {
+	s := e.err.Error()
+	if p, ok := e.base.User.Password(); ok && p != "" {
+		s = strings.ReplaceAll(s, ":"+url.UserPassword("", p).String()[1:], ":xxxxx")
+		s = strings.ReplaceAll(s, ":"+p+"@", ":xxxxx@")
+	}
+	return s
+}
+func (e redactErr) Unwrap() error { return e.err }
 
 // TransportError is a failure to reach the daemon or to read its answer.
 type TransportError struct {
@@ -333,11 +372,15 @@ func (c *Client) do(ctx context.Context, r request, out any) error {
 // requests whose answer arrives late, like a wait).
 func (c *Client) doRetrying(ctx context.Context, r request, out any) error {
 	var b backoff
-	deadline := time.Now().Add(c.retryFor)
+	var deadline time.Time // from the first failure: a wait may be long
 	for {
 		err := c.do(ctx, r, out)
+		if deadline.IsZero() {
+			deadline = time.Now().Add(c.retryFor)
+		}
 		var te *TransportError
-		if err == nil || !errors.As(err, &te) || ctx.Err() != nil || time.Now().After(deadline) {
+		refusedAtFirst := !c.reached.Load() && errors.Is(err, syscall.ECONNREFUSED)
+		if err == nil || !errors.As(err, &te) || refusedAtFirst || c.retryFor < 0 || ctx.Err() != nil || time.Now().After(deadline) {
 			return err
 		}
 		if err := b.wait(ctx, 0); err != nil {
@@ -389,13 +432,13 @@ func (b *backoff) reset() { b.d = 0 }
 
 // Health returns the daemon's health: nil when it answers ok.
 func (c *Client) Health(ctx context.Context) error {
-	return c.do(ctx, request{method: "GET", path: "/v1/health", idempotent: true}, nil)
+	return c.doRetrying(ctx, request{method: "GET", path: "/v1/health", idempotent: true}, nil)
 }
 
 // Info returns the daemon's version, limits and features.
 func (c *Client) Info(ctx context.Context) (*wire.Info, error) {
 	var info wire.Info
-	if err := c.do(ctx, request{method: "GET", path: "/v1/info", idempotent: true}, &info); err != nil {
+	if err := c.doRetrying(ctx, request{method: "GET", path: "/v1/info", idempotent: true}, &info); err != nil {
 		return nil, err
 	}
 	return &info, nil

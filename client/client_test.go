@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -514,5 +516,160 @@ func TestAttachCloseDoesNotRedial(t *testing.T) {
 		if _, err := c.Kill(ctx, st.CommandID); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// TestQuietAttachmentResumesAfterABlip (F15): an attachment that has been
+// quiet for longer than RetryFor is still re-dialled when its connection
+// breaks: the time without progress counts from the break.
+func TestQuietAttachmentResumesAfterABlip(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t)
+	ctx := testCtx(t, time.Minute)
+	p := newCutProxy(t, strings.TrimPrefix(d.url, "http://"), 1<<30, 1, slices.Repeat([]cutLimits{{-1, -1}}, 16)...)
+	const retryFor = 300 * time.Millisecond
+	c := newClient(t, p.url(), Options{RetryFor: retryFor})
+	direct := newClient(t, d.url, Options{})
+	req := helperReq("cat")
+	req.Stdin = true
+	st, err := direct.Start(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer direct.Kill(ctx, st.CommandID)
+	a, err := c.Attach(ctx, st.CommandID, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	got := make(chan *wire.Event, 1)
+	failed := make(chan error, 1)
+	go func() {
+		ev, err := a.Next(ctx)
+		if err != nil {
+			failed <- err
+			return
+		}
+		got <- ev
+	}()
+	// The quiet time is the condition under test, not a synchronisation:
+	// Next has waited three times RetryFor when the link breaks.
+	time.Sleep(3 * retryFor)
+	p.cutAll()
+	if _, err := direct.Stdin(ctx, st.CommandID, []byte("after the blip\n"), false); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-failed:
+		t.Fatalf("Next after a blip on a quiet attachment: %v; want the output", err)
+	case ev := <-got:
+		if b, _ := ev.Bytes(); string(b) != "after the blip\n" {
+			t.Fatalf("Next: %+v; want the output after the blip", ev)
+		}
+	}
+}
+
+// headerLen returns the length of the headers of the daemon's answer to
+// GET path, read off a raw request.
+func headerLen(t *testing.T, daemonURL, path string) int {
+	t.Helper()
+	conn, err := net.Dial("tcp", strings.TrimPrefix(daemonURL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", path)
+	b, _ := io.ReadAll(conn)
+	i := bytes.Index(b, []byte("\r\n\r\n"))
+	if i < 0 || len(b) < i+20 {
+		t.Fatalf("answer to %s: %q", path, b)
+	}
+	return i + 4
+}
+
+// TestIdempotentReadsRetryACutBody (F06): a Get or List whose answer breaks
+// off after its headers is asked again; so is Attach's first dial.
+func TestIdempotentReadsRetryACutBody(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t)
+	ctx := testCtx(t, time.Minute)
+	direct := newClient(t, d.url, Options{})
+	st, err := direct.Start(ctx, wire.CreateRequest{Argv: []string{"sh", "-c", "echo ready; exec sleep 300"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer direct.Kill(ctx, st.CommandID)
+	target := strings.TrimPrefix(d.url, "http://")
+	for _, tc := range []struct {
+		what string
+		path string
+		call func(c *Client) error
+	}{
+		{"Get", "/v1/commands/" + st.CommandID, func(c *Client) error { _, err := c.Get(ctx, st.CommandID); return err }},
+		{"List", "/v1/commands", func(c *Client) error { _, err := c.List(ctx, ""); return err }},
+	} {
+		p := newCutProxy(t, target, 1<<30, 1, cutLimits{-1, headerLen(t, d.url, tc.path) + 5}, cutLimits{-1, -1}, cutLimits{-1, -1})
+		if err := tc.call(newClient(t, p.url(), Options{})); err != nil {
+			t.Errorf("%s with its answer cut after the headers: %v", tc.what, err)
+		}
+		if p.cuts.Load() != 1 {
+			t.Errorf("%s: the proxy cut %d answers; want 1", tc.what, p.cuts.Load())
+		}
+	}
+	p := newCutProxy(t, target, 1<<30, 1, cutLimits{0, -1}, cutLimits{-1, -1})
+	c := newClient(t, p.url(), Options{})
+	c.reached.Store(true) // as after any earlier request
+	a, err := c.Attach(ctx, st.CommandID, 0)
+	if err != nil {
+		t.Fatalf("Attach with its first dial cut: %v", err)
+	}
+	a.Close()
+}
+
+// TestCreateNaNTimeoutIsAnError (F01): a timeout JSON cannot carry is an
+// error of Start and Run, not a panic; nothing is sent.
+func TestCreateNaNTimeoutIsAnError(t *testing.T) {
+	c := newClient(t, "http://127.0.0.1:1", Options{RetryFor: -1})
+	ctx := testCtx(t, 10*time.Second)
+	if _, err := c.Start(ctx, wire.CreateRequest{Argv: []string{"true"}, Timeout: math.NaN()}); err == nil || !strings.Contains(err.Error(), "cannot be encoded") {
+		t.Errorf("Start with a NaN timeout: %v", err)
+	}
+	if _, err := c.Run(ctx, wire.CreateRequest{Argv: []string{"true"}, Timeout: math.Inf(1)}, RunOptions{}); err == nil || !strings.Contains(err.Error(), "cannot be encoded") {
+		t.Errorf("Run with an infinite timeout: %v", err)
+	}
+}
+
+// TestQuietFollowResumesAfterABlip (F15): like the attachment, a followed
+// stream quiet for longer than RetryFor is re-opened when it breaks.
+func TestQuietFollowResumesAfterABlip(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t)
+	ctx := testCtx(t, time.Minute)
+	p := newCutProxy(t, strings.TrimPrefix(d.url, "http://"), 1<<30, 1, slices.Repeat([]cutLimits{{-1, -1}}, 16)...)
+	const retryFor = 300 * time.Millisecond
+	c := newClient(t, p.url(), Options{RetryFor: retryFor})
+	direct := newClient(t, d.url, Options{})
+	req := helperReq("cat")
+	req.Stdin = true
+	st, err := direct.Start(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer direct.Kill(ctx, st.CommandID)
+	var got bytes.Buffer
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.Follow(ctx, st.CommandID, 0, func(ev *wire.Event) error { b, _ := ev.Bytes(); got.Write(b); return nil })
+		done <- err
+	}()
+	// The quiet time is the condition under test: the stream has been
+	// silent three times RetryFor when the link breaks.
+	time.Sleep(3 * retryFor)
+	p.cutAll()
+	if _, err := direct.Stdin(ctx, st.CommandID, []byte("after the blip\n"), true); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil || got.String() != "after the blip\n" {
+		t.Fatalf("Follow: %v, got %q; want the output after the blip and the end", err, got.String())
 	}
 }

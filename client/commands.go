@@ -29,18 +29,32 @@ func (c *Client) Start(ctx context.Context, req wire.CreateRequest) (*wire.Statu
 	if req.CommandID == "" {
 		req.CommandID = uuid.NewString()
 	}
+	body, err := createBody(req)
+	if err != nil {
+		return nil, err
+	}
 	var st wire.Status
-	err := c.do(ctx, request{method: "POST", path: "/v1/commands", body: mustJSON(req), idempotent: true}, &st)
+	err = c.do(ctx, request{method: "POST", path: "/v1/commands", body: body, idempotent: true}, &st)
 	if err != nil {
 		return nil, err
 	}
 	return &st, nil
 }
 
+// createBody encodes a create request; a Timeout that JSON cannot carry
+// (NaN, ±Inf) is an error, not a panic.
+func createBody(req wire.CreateRequest) ([]byte, error) {
+	b, err := json.Marshal(req)
+	if err != nil {
+		return nil, fmt.Errorf("the create request cannot be encoded (timeout %v?): %w", req.Timeout, err)
+	}
+	return b, nil
+}
+
 // Get returns the status of command id.
 func (c *Client) Get(ctx context.Context, id string) (*wire.Status, error) {
 	var st wire.Status
-	if err := c.do(ctx, request{method: "GET", path: commandPath(id), idempotent: true}, &st); err != nil {
+	if err := c.doRetrying(ctx, request{method: "GET", path: commandPath(id), idempotent: true}, &st); err != nil {
 		return nil, err
 	}
 	return &st, nil
@@ -53,7 +67,7 @@ func (c *Client) List(ctx context.Context, state wire.State) ([]wire.Status, err
 		q.Set("state", string(state))
 	}
 	var l wire.CommandList
-	if err := c.do(ctx, request{method: "GET", path: "/v1/commands", query: q, idempotent: true}, &l); err != nil {
+	if err := c.doRetrying(ctx, request{method: "GET", path: "/v1/commands", query: q, idempotent: true}, &l); err != nil {
 		return nil, err
 	}
 	return l.Commands, nil
@@ -208,7 +222,9 @@ func (c *Client) Follow(ctx context.Context, id string, cursor int64, fn EventFu
 
 func (c *Client) follow(ctx context.Context, id string, cursor *int64, fn EventFunc) (*wire.Status, error) {
 	var b backoff
-	deadline := time.Now().Add(c.retryFor)
+	// The time without progress counts from the first break after the
+	// last progress: a stream quiet for long is as resumable as another.
+	var deadline time.Time
 	for {
 		at := *cursor
 		q := url.Values{"cursor": {strconv.FormatInt(at, 10)}, "max_wait": {strconv.Itoa(streamWindow)}}
@@ -218,11 +234,11 @@ func (c *Client) follow(ctx context.Context, id string, cursor *int64, fn EventF
 		}
 		if err == nil { // end: the window closed; open the next one at once
 			b.reset()
-			deadline = time.Now().Add(c.retryFor)
+			deadline = time.Time{}
 			continue
 		}
 		progressed := *cursor != at
-		if progressed {
+		if progressed || deadline.IsZero() {
 			b.reset()
 			deadline = time.Now().Add(c.retryFor)
 		}
@@ -259,8 +275,8 @@ func (e *callbackError) Unwrap() []error { return []error{e.err, errCallback} }
 // returns. *cursor follows the next_cursor of each event processed.
 // Without a final event (a disconnect) it returns an error.
 func (c *Client) streamOnce(ctx context.Context, r request, cursor *int64, fn EventFunc) (*wire.Event, error) {
-	sctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	sctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
 	resp, err := c.send(sctx, r)
 	if err != nil {
 		return nil, err
@@ -269,11 +285,16 @@ func (c *Client) streamOnce(ctx context.Context, r request, cursor *int64, fn Ev
 	return c.readEvents(sctx, cancel, resp.Body, cursor, fn, nil)
 }
 
+// ErrSilent is the error of a stream that stayed silent (no event, no
+// heartbeat) for 35 s: the connection is taken for dead and re-opened.
+var ErrSilent = fmt.Errorf("the sandbox runtime sent nothing for %v, not even a heartbeat (is its --heartbeat-seconds over 35?)", idleTimeout)
+
 // readEvents reads NDJSON events from body until a final event. cancel
-// ends the request: it is called when the stream stays silent for
-// idleTimeout. onStarted, when not nil, gets the status of a started event.
-func (c *Client) readEvents(ctx context.Context, cancel context.CancelFunc, body io.Reader, cursor *int64, fn EventFunc, onStarted func(*wire.Status)) (*wire.Event, error) {
-	idle := time.AfterFunc(idleTimeout, cancel)
+// ends the request: it is called with ErrSilent when the stream stays
+// silent for idleTimeout. onStarted, when not nil, gets the status of a
+// started event.
+func (c *Client) readEvents(ctx context.Context, cancel context.CancelCauseFunc, body io.Reader, cursor *int64, fn EventFunc, onStarted func(*wire.Status)) (*wire.Event, error) {
+	idle := time.AfterFunc(idleTimeout, func() { cancel(ErrSilent) })
 	defer idle.Stop()
 	br := bufio.NewReaderSize(body, 64<<10)
 	for {
@@ -460,9 +481,13 @@ func (c *Client) Run(ctx context.Context, req wire.CreateRequest, o RunOptions) 
 	// is read with Follow from the cursor reached (a repeated create would
 	// replay from 0).
 	q := url.Values{"stream": {"true"}, "max_wait": {strconv.Itoa(streamWindow)}}
-	r := request{method: "POST", path: "/v1/commands", query: q, body: mustJSON(req), idempotent: true}
-	sctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	body, err := createBody(req)
+	if err != nil {
+		return nil, err
+	}
+	r := request{method: "POST", path: "/v1/commands", query: q, body: body, idempotent: true}
+	sctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
 	resp, err := c.send(sctx, r)
 	if err != nil {
 		return nil, err

@@ -149,3 +149,12 @@ func copyLimited(dst io.Writer, src io.Reader, limit int) bool {
 		}
 	}
 }
+
+// cutAll cuts every connection open now (a blip); new ones are served.
+func (p *cutProxy) cutAll() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for c := range p.conns {
+		c.Close()
+	}
+}

@@ -28,8 +28,12 @@ package main
 //
 // Exit codes: exec, run and attach exit with the command's code, 128+N
 // when signal N ended it (as shells do); 125 when the client or the daemon
-// failed; 126 when the command could not be started, 127 when it was not
-// found; 2 for a usage error.
+// failed, and when output was lost to the daemon's ring while the command
+// itself succeeded; 141 when stdout is a pipe whose reader has gone (as
+// SIGPIPE); 128+N when signal N came before the command started (or could
+// not be forwarded); 126 when the command could not be started, 127 when
+// it was not found; 2 for a usage error. Every non-zero exit that is not
+// the command's own is explained on stderr (but 141).
 
 import (
 	"bytes"
@@ -40,6 +44,7 @@ import (
 	"io"
 	"io/fs"
 	"net"
+	"net/url"
 	"os"
 	"os/signal"
 	"path"
@@ -47,11 +52,15 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"text/tabwriter"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
+	"golang.org/x/sys/unix"
 	"golang.org/x/term"
 
 	srclient "github.com/sandbox-runtime/sandbox-runtime/client"
@@ -67,9 +76,6 @@ const (
 	defaultTermEnv = "xterm-256color"
 	detachKey      = 0x1d // Ctrl-]: leave a terminal command running
 )
-
-// errDetached ends the stdin pump when the detach key is typed.
-var errDetached = errors.New("detached")
 
 // cliCommands maps each subcommand to its function.
 var cliCommands = map[string]func(*cli, []string) int{
@@ -89,6 +95,45 @@ func isCLICommand(arg string) bool {
 	return ok
 }
 
+// printCLIHelp ends the daemon's --help with the client's subcommands.
+func printCLIHelp(w io.Writer) {
+	fmt.Fprint(w, `
+The same binary is the command-line client of a running daemon when its
+first argument is a subcommand (each has --help; --url and --token-file
+go after the subcommand):
+
+  sandbox-runtime exec [-i] [-t] [-e K=V]… [-w DIR] [--timeout S] -- ARGV…
+  sandbox-runtime run -d [-e K=V]… [-w DIR] [--timeout S] -- ARGV…
+  sandbox-runtime ps [-q] [--state STATE]
+  sandbox-runtime logs [-f] ID
+  sandbox-runtime attach [--no-stdin] [--cursor N] ID
+  sandbox-runtime kill [-s SIGNAL] ID
+  sandbox-runtime cp SRC DST        (":path" is in the sandbox, "-" is stdin or stdout)
+`)
+}
+
+// misplacedCLIFlags reports (after saying so on w) a command line that puts
+// the client's own flags before its subcommand: "--url X ps".
+func misplacedCLIFlags(args []string, w io.Writer) bool {
+	clientFlag := false
+	for i, a := range args {
+		if a == "--" {
+			return false
+		}
+		name, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if strings.HasPrefix(a, "-") && (name == "url" || name == "token-file") {
+			clientFlag = true
+			continue
+		}
+		if clientFlag && isCLICommand(a) {
+			fixed := append(append([]string{a}, args[:i]...), args[i+1:]...)
+			fmt.Fprintf(w, "sandbox-runtime: the client's flags go after its subcommand: sandbox-runtime %s\n", strings.Join(fixed, " "))
+			return true
+		}
+	}
+	return false
+}
+
 // cli is one run of the client.
 type cli struct {
 	name   string // the subcommand
@@ -100,12 +145,78 @@ type cli struct {
 	url       string
 	tokenFrom string // where the token came from, for messages; "" without one
 	c         *srclient.Client
+
+	wmu  sync.Mutex
+	werr error // the first error writing the command's output here
 }
 
 // runCLI runs the subcommand args[0] and returns the exit code.
 func runCLI(args []string, getenv func(string) string) int {
 	c := &cli{name: args[0], getenv: getenv, stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr}
+	// A write to a closed pipe (| head) must come back as EPIPE, for the
+	// client to stop its command, rather than kill the client by SIGPIPE.
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 	return cliCommands[args[0]](c, args[1:])
+}
+
+// emit writes output of the command to w (c.stdout or c.stderr). After the
+// first failure it writes nothing more; it reports whether output still
+// goes out.
+func (c *cli) emit(w io.Writer, b []byte) bool {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if c.werr != nil {
+		return false
+	}
+	if _, err := w.Write(b); err != nil {
+		which := "stdout"
+		if w == c.stderr {
+			which = "stderr"
+		}
+		c.werr = fmt.Errorf("writing to %s: %w", which, err)
+		return false
+	}
+	return true
+}
+
+// emitter is c.stdout through emit.
+type emitter struct{ c *cli }
+
+func (e emitter) Write(b []byte) (int, error) {
+	if !e.c.emit(e.c.stdout, b) {
+		return 0, e.c.writeError()
+	}
+	return len(b), nil
+}
+
+// writeError returns the first output write error, or nil.
+func (c *cli) writeError() error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	return c.werr
+}
+
+// writeFailed ends the client after an output write error: a closed pipe
+// (the reader, e.g. head, has had enough) exits 141 quietly, as a shell
+// pipeline expects of a program killed by SIGPIPE; any other error is said
+// and exits 125. id, when not "", is a command this client started: it is
+// killed, since nobody can see its output any more.
+func (c *cli) writeFailed(id string) int {
+	err := c.writeError()
+	if id != "" {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		c.c.Kill(ctx, id) // best effort: it may have finished
+		cancel()
+	}
+	if errors.Is(err, syscall.EPIPE) {
+		return 128 + int(syscall.SIGPIPE)
+	}
+	if id != "" {
+		c.errorf("%v; command %s was killed", err, id)
+	} else {
+		c.errorf("%v", err)
+	}
+	return exitFailed
 }
 
 // flags returns a flag set with the connection flags; usage is the line
@@ -116,21 +227,41 @@ func (c *cli) flags(usage, about string) (*flag.FlagSet, *string, *string) {
 	url := fs.String("url", "", "the daemon's URL (default $SANDBOX_RUNTIME_URL, else "+srclient.DefaultURL+")")
 	tokenFile := fs.String("token-file", "", "a file holding the bearer token (default: $SANDBOX_RUNTIME_TOKEN, else $SANDBOX_RUNTIME_TOKEN_FILE)")
 	fs.Usage = func() {
-		fmt.Fprintf(c.stderr, "usage: sandbox-runtime %s\n\n%s\n\nflags:\n", usage, about)
+		fmt.Fprintf(fs.Output(), "usage: sandbox-runtime %s\n\n%s\n\nflags:\n", usage, about)
 		fs.PrintDefaults()
 	}
 	return fs, url, tokenFile
+}
+
+// parseFlags parses args: --help prints the usage to stdout (as the
+// daemon's --help does) and a wrong flag is said with the subcommand's
+// name, then the usage, on stderr.
+func (c *cli) parseFlags(fs *flag.FlagSet, args []string) (code int, ok bool) {
+	usage := fs.Usage
+	fs.Usage = func() {}
+	fs.SetOutput(io.Discard)
+	err := fs.Parse(splitShortFlags(fs, args))
+	fs.Usage = usage
+	if errors.Is(err, flag.ErrHelp) {
+		fs.SetOutput(c.stdout)
+		fs.Usage()
+		fs.SetOutput(c.stderr)
+		return 0, false
+	}
+	fs.SetOutput(c.stderr)
+	if err != nil {
+		c.usageError(fs, err.Error())
+		return exitUsage, false
+	}
+	return 0, true
 }
 
 // parse parses args and connects; it returns false (after saying why)
 // when the command line is wrong. nargs is the number of positional
 // arguments wanted (-1: at least one).
 func (c *cli) parse(fs *flag.FlagSet, url, tokenFile *string, args []string, nargs int) (rest []string, code int, ok bool) {
-	if err := fs.Parse(splitShortFlags(fs, args)); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil, 0, false
-		}
-		return nil, exitUsage, false
+	if code, ok := c.parseFlags(fs, args); !ok {
+		return nil, code, false
 	}
 	rest = fs.Args()
 	switch {
@@ -248,6 +379,7 @@ func (c *cli) fail(err error, id string) int {
 	var e *srclient.Error
 	switch {
 	case errors.Is(err, context.Canceled):
+		c.errorf("stopped before the end: %v", err)
 		return exitFailed
 	case errors.As(err, &te):
 		var op *net.OpError
@@ -256,7 +388,7 @@ func (c *cli) fail(err error, id string) int {
 		} else if errors.As(err, &op) && op.Op == "dial" {
 			c.errorf("cannot reach the sandbox runtime at %s: %v", c.url, op.Err)
 		} else {
-			c.errorf("lost the connection to the sandbox runtime at %s: %v", c.url, te.Err)
+			c.errorf("lost the connection to the sandbox runtime at %s: %s", c.url, reason(err))
 		}
 		return exitFailed
 	case errors.As(err, &e):
@@ -269,7 +401,7 @@ func (c *cli) fail(err error, id string) int {
 			}
 		case wire.CodeNotFound:
 			if id != "" {
-				c.errorf("there is no command %s (sandbox-runtime ps lists them)", id)
+				c.errorf("there is no command %s (sandbox-runtime ps lists them; a restarted daemon has forgotten those it ran before)", id)
 			} else {
 				c.errorf("%s", e.Message)
 			}
@@ -342,16 +474,49 @@ func (f *createFlags) request(argv []string) wire.CreateRequest {
 	return r
 }
 
+// maxTimeout bounds --timeout: a year (the daemon caps it much lower).
+const maxTimeout = 365 * 24 * 3600
+
+// checkCreate refuses, as usage errors, what the create could not carry
+// as typed: a --timeout that is not a positive, finite number of seconds,
+// and argv, -e or -w text that is not UTF-8 (JSON carries only text: it
+// would arrive with U+FFFD in place of the bytes).
+func (c *cli) checkCreate(fs *flag.FlagSet, f *createFlags, argv []string) bool {
+	timeoutSet := false
+	fs.Visit(func(fl *flag.Flag) { timeoutSet = timeoutSet || fl.Name == "timeout" })
+	if timeoutSet && !(f.timeout > 0 && f.timeout <= maxTimeout) { // NaN fails both
+		c.usageError(fs, fmt.Sprintf("--timeout %v: give a number of seconds above 0 and at most %d (a year)", f.timeout, maxTimeout))
+		return false
+	}
+	notText := func(what, s string) bool {
+		if utf8.ValidString(s) {
+			return false
+		}
+		c.usageError(fs, fmt.Sprintf("%s %s is not valid UTF-8 text; the API carries text only, so it cannot be passed as it is (for a file name, let a remote shell find it, e.g. -- sh -c 'cat caf*.txt')", what, strconv.QuoteToASCII(s)))
+		return true
+	}
+	for i, a := range argv {
+		if notText(fmt.Sprintf("argument %d,", i+1), a) {
+			return false
+		}
+	}
+	for k, v := range f.envs {
+		if notText("the -e name", k) || notText("the -e value of "+strconv.QuoteToASCII(k)+",", v) {
+			return false
+		}
+	}
+	return !notText("the -w directory", f.dir)
+}
+
 const execUsage = "exec [-i] [-t] [-e K=V]… [-w DIR] [--timeout S] -- ARGV…"
 
 func (c *cli) exec(args []string) int {
-	fs, f, url, tok := c.createFlagSet(execUsage, "Runs ARGV in the sandbox, streams its output here and exits with its exit code (128+N for signal N).", false)
+	fs, f, url, tok := c.createFlagSet(execUsage, "Runs ARGV in the sandbox, streams its output here and exits with its exit code (128+N for signal N).\n\nExit status: the command's; 125 when the client or the daemon failed, and when output was lost\n(the daemon keeps only the most recent output, 1 MiB by default, and the client read too slowly)\nwhile the command itself exited 0; 126 cannot run, 127 not found, 2 usage error.\nWhen stdout is a pipe whose reader has gone (| head), the command is killed and the exit is 141\n(as SIGPIPE in a pipeline); another write error kills it too and exits 125.", false)
 	argv, code, ok := c.parse(fs, url, tok, args, -1)
 	if !ok {
 		return code
 	}
-	if f.timeout < 0 {
-		c.usageError(fs, "--timeout must be a positive number of seconds")
+	if !c.checkCreate(fs, f, argv) {
 		return exitUsage
 	}
 	return c.execute(f, argv)
@@ -364,6 +529,9 @@ func (c *cli) run(args []string) int {
 	if !ok {
 		return code
 	}
+	if !c.checkCreate(fs, f, argv) {
+		return exitUsage
+	}
 	if !f.detach {
 		return c.execute(f, argv)
 	}
@@ -371,7 +539,13 @@ func (c *cli) run(args []string) int {
 		c.usageError(fs, "-d runs in the background: it cannot be combined with -i or -t (use attach later)")
 		return exitUsage
 	}
-	st, err := c.c.Start(context.Background(), f.request(argv))
+	req := f.request(argv)
+	req.CommandID = uuid.NewString()
+	ctx, stop := interruptible(context.Background())
+	st, err := c.c.Start(ctx, req)
+	if sig := stop(); sig != nil && err != nil {
+		return c.interrupted(req.CommandID, sig)
+	}
 	if err != nil {
 		return c.fail(err, "")
 	}
@@ -381,46 +555,144 @@ func (c *cli) run(args []string) int {
 
 // execute runs a command in the foreground.
 func (c *cli) execute(f *createFlags, argv []string) int {
-	ctx := context.Background()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	if f.tty {
 		return c.executeTTY(ctx, f, argv)
 	}
 	req := f.request(argv)
 	req.CommandID = uuid.NewString() // known before the create, for messages
+	var stdinFailed atomic.Bool
+	var early atomic.Value // the signal that ended the create
 	started := make(chan string, 1)
-	go c.forwardSignals(ctx, started, func(id string, sig os.Signal) {
-		c.c.Signal(ctx, id, signalName(sig)) // a finished command needs no signal: the error is moot
+	var lostSignal atomic.Value // a signal that could not reach the daemon
+	go c.forwardSignals(ctx, started, func(sig os.Signal) { early.Store(sig); cancel() }, func(id string, sig os.Signal) {
+		_, err := c.c.Signal(ctx, id, signalName(sig)) // a finished command needs no signal: an answer is moot
+		var te *srclient.TransportError
+		if errors.As(err, &te) {
+			// Nobody to forward it to (the daemon is unreachable): the
+			// person wants out, so stop rather than re-dial for 30 s.
+			lostSignal.Store(sig)
+			cancel()
+		}
 	})
 	res, err := c.c.Run(ctx, req, srclient.RunOptions{
 		CollectLimit: -1,
-		Stdout:       func(b []byte) { c.stdout.Write(b) },
-		Stderr:       func(b []byte) { c.stderr.Write(b) },
-		OnGap:        c.gapNote,
+		Stdout: func(b []byte) {
+			if !c.emit(c.stdout, b) {
+				cancel()
+			}
+		},
+		Stderr: func(b []byte) {
+			if !c.emit(c.stderr, b) {
+				cancel()
+			}
+		},
 		OnStart: func(st *wire.Status) {
 			started <- st.CommandID
 			if f.interactive {
-				go c.pumpStdin(ctx, func(b []byte, eof bool) error {
+				go c.pumpStdin(func(b []byte, eof bool) error {
 					_, err := c.c.Stdin(ctx, st.CommandID, b, eof)
 					return err
-				})
+				}, pumpOptions{failed: func(err error) {
+					// A stdin write has no offset: one that broke off may
+					// or may not have been queued, so it cannot be sent
+					// again exactly once. Waiting would hang the command
+					// to its timeout: end it now.
+					stdinFailed.Store(true)
+					c.errorf("sending stdin to command %s failed (%s); a stdin write that broke off cannot be repeated safely, so the command is killed", st.CommandID, reason(err))
+					kctx, kcancel := context.WithTimeout(context.Background(), 10*time.Second)
+					c.c.Kill(kctx, st.CommandID)
+					kcancel()
+				}})
 			}
 		},
 	})
+	if c.writeError() != nil {
+		return c.writeFailed(req.CommandID)
+	}
+	if sig, ok := early.Load().(os.Signal); ok && err != nil {
+		return c.interrupted(req.CommandID, sig)
+	}
+	if sig, ok := lostSignal.Load().(os.Signal); ok && err != nil {
+		c.errorf("%s could not be forwarded to command %s: the sandbox runtime at %s cannot be reached; the command may still be running", signalName(sig), req.CommandID, c.url)
+		return 128 + int(sig.(syscall.Signal))
+	}
+	if stdinFailed.Load() {
+		return exitFailed // said, and killed, by the pump
+	}
 	if err != nil {
 		return c.fail(err, req.CommandID)
 	}
-	return c.finished(res.Status)
+	code := c.lost(res.GapBytes, c.finished(res.Status))
+	if readFailed.Load() && code == 0 {
+		return exitFailed // said by the pump
+	}
+	return code
 }
 
 // forwardSignals relays SIGINT, SIGTERM, SIGHUP and SIGQUIT to the command
-// once its id arrives on started; until then they wait.
-func (c *cli) forwardSignals(ctx context.Context, started <-chan string, send func(id string, sig os.Signal)) {
+// once its id arrives on started. One that comes before (the create is
+// still being sent or retried) goes to early instead, when it is set, and
+// ends the relaying: the client stops rather than keep a person waiting.
+func (c *cli) forwardSignals(ctx context.Context, started <-chan string, early func(os.Signal), send func(id string, sig os.Signal)) {
 	ch := make(chan os.Signal, 8)
 	signal.Notify(ch, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
-	id := <-started
+	var id string
+	if early == nil {
+		id = <-started // signals wait in ch meanwhile
+	}
+	for id == "" {
+		select {
+		case id = <-started:
+		case sig := <-ch:
+			signal.Stop(ch)
+			early(sig)
+			return
+		}
+	}
 	for sig := range ch {
 		send(id, sig)
 	}
+}
+
+// interruptible returns a context that SIGINT, SIGTERM, SIGHUP or SIGQUIT
+// cancels, for the requests that create a command; stop ends the watch and
+// returns the signal that came, or nil.
+func interruptible(parent context.Context) (ctx context.Context, stop func() os.Signal) {
+	ctx, cancel := context.WithCancel(parent)
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
+	var got atomic.Value
+	done := make(chan struct{})
+	go func() {
+		select {
+		case sig := <-ch:
+			got.Store(sig)
+			cancel()
+		case <-done:
+		}
+	}()
+	var once sync.Once
+	return ctx, func() os.Signal {
+		once.Do(func() { signal.Stop(ch); close(done) })
+		sig, _ := got.Load().(os.Signal)
+		return sig
+	}
+}
+
+// interrupted ends the client after sig came while command id was being
+// created: the create may have reached the daemon, so id is killed, best
+// effort and briefly; the exit is 128+N, as for a shell's child.
+func (c *cli) interrupted(id string, sig os.Signal) int {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	c.c.Kill(ctx, id)
+	cancel()
+	c.errorf("interrupted (%s) before the command started; command %s was killed if it had been created", signalName(sig), id)
+	if s, ok := sig.(syscall.Signal); ok {
+		return 128 + int(s)
+	}
+	return exitFailed
 }
 
 // signalName names one of the forwarded signals for the daemon.
@@ -441,40 +713,145 @@ func signalName(sig os.Signal) string {
 	return sig.String()
 }
 
+// pumpOptions shape pumpStdin.
+type pumpOptions struct {
+	// detach, when set, is called as soon as the detach key is read (a raw
+	// terminal); what came before the key in the same read is sent first.
+	detach func()
+	// noEOF: the local EOF stops forwarding without telling the command.
+	noEOF bool
+	// failed, when set, is called once when a send fails for a reason
+	// other than the command being done with its input.
+	failed func(error)
+}
+
 // pumpStdin copies this process's stdin to send until EOF, which it sends
-// too. It stops quietly when the command no longer takes input.
-func (c *cli) pumpStdin(ctx context.Context, send func(b []byte, eof bool) error) {
-	buf := make([]byte, 64<<10)
-	for {
-		n, err := c.stdin.Read(buf)
-		if n > 0 {
-			if serr := send(buf[:n], false); serr != nil {
-				c.stdinError(serr)
-				return
+// too (unless o.noEOF). Reading and sending are apart: a send that waits
+// (for a reconnect, or a full stdin queue) neither loses nor reorders what
+// is typed meanwhile, and the detach key still works while it waits. It
+// stops quietly when the command no longer takes input.
+func (c *cli) pumpStdin(send func(b []byte, eof bool) error, o pumpOptions) {
+	type chunk struct {
+		b   []byte
+		eof bool
+	}
+	q := make(chan chunk, 256)
+	go func() {
+		failed := false
+		for ch := range q {
+			if failed {
+				continue // keep draining: the reader must never block on a dead sender
+			}
+			if err := send(ch.b, ch.eof); err != nil {
+				failed = true
+				if errors.Is(err, net.ErrClosed) || isInputDone(err) {
+					continue // the command, or this side, is done with input
+				}
+				if o.failed != nil {
+					o.failed(err)
+				} else {
+					c.stdinError(err)
+				}
 			}
 		}
+	}()
+	defer close(q)
+	for {
+		buf := make([]byte, 64<<10)
+		n, err := c.stdin.Read(buf)
+		if n > 0 {
+			b := buf[:n]
+			if o.detach != nil {
+				if i := bytes.IndexByte(b, detachKey); i >= 0 {
+					if i > 0 {
+						q <- chunk{b: b[:i]}
+					}
+					o.detach()
+					return
+				}
+			}
+			q <- chunk{b: b}
+		}
 		if err != nil {
-			if serr := send(nil, true); serr != nil && err == io.EOF {
-				c.stdinError(serr)
+			if err != io.EOF {
+				// The command must not take a cut input for a whole one
+				// in silence; its stdin is closed all the same, as after
+				// an end, so that it does not wait for ever.
+				c.errorf("reading the local stdin failed, so the command's stdin was closed early: %v", pathErr(err))
+				readFailed.Store(true)
+			}
+			if !o.noEOF {
+				q <- chunk{eof: true}
 			}
 			return
 		}
 	}
 }
 
-func (c *cli) stdinError(err error) {
-	if errors.Is(err, errDetached) {
-		return
+// cbreak turns off canonical input and echo on terminal fd (keys arrive
+// one by one, unseen); signals and output processing stay. It returns the
+// function that restores the terminal.
+func cbreak(fd int) (func(), error) {
+	old, err := unix.IoctlGetTermios(fd, unix.TCGETS)
+	if err != nil {
+		return nil, err
 	}
+	t := *old
+	t.Lflag &^= unix.ICANON | unix.ECHO
+	t.Cc[unix.VMIN], t.Cc[unix.VTIME] = 1, 0
+	if err := unix.IoctlSetTermios(fd, unix.TCSETS, &t); err != nil {
+		return nil, err
+	}
+	var once sync.Once
+	return func() { once.Do(func() { unix.IoctlSetTermios(fd, unix.TCSETS, old) }) }, nil
+}
+
+// reason describes err for a person: the cause of a transport error
+// without Go's request line (Post "http://…": …).
+func reason(err error) string {
+	var te *srclient.TransportError
+	if errors.As(err, &te) {
+		err = te.Err
+	}
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = ue.Err
+	}
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return "the connection was closed before the answer"
+	}
+	return err.Error()
+}
+
+// readFailed is set when reading the local stdin failed (not at its end):
+// exec then exits 125 unless the command failed.
+var readFailed atomic.Bool
+
+// isInputDone reports an error that says the command takes no more input.
+func isInputDone(err error) bool {
 	switch srclient.ErrorCode(err) {
 	case wire.CodeFinished, wire.CodeStdinClosed:
-		return // the command is done with its input
+		return true
 	}
+	return false
+}
+
+func (c *cli) stdinError(err error) {
 	c.errorf("forwarding stdin: %v", err)
 }
 
-func (c *cli) gapNote(dropped int64) {
-	c.errorf("%d bytes of output were dropped before they could be read (the daemon keeps only the most recent output)", dropped)
+// lost says, once the command has ended, that gap bytes of its output were
+// lost, and returns the exit code: the command's own when it failed, else
+// 125, so that a script never takes incomplete output for a success.
+func (c *cli) lost(gap int64, code int) int {
+	if gap == 0 {
+		return code
+	}
+	c.errorf("%d bytes of the output (stdout and stderr together) were lost: the daemon keeps only the most recent output of a command, and it was not read fast enough; the command's own exit code was %d", gap, code)
+	if code == 0 {
+		return exitFailed
+	}
+	return code
 }
 
 // finished reports how the command ended, when that needs saying, and
@@ -500,9 +877,13 @@ func (c *cli) finished(st *wire.Status) int {
 }
 
 // executeTTY runs a command on a terminal, attached over WebSocket.
-func (c *cli) executeTTY(ctx context.Context, f *createFlags, argv []string) int {
+func (c *cli) executeTTY(parent context.Context, f *createFlags, argv []string) int {
+	ctx, stop := interruptible(parent)
 	info, err := c.c.Info(ctx)
 	if err != nil {
+		if sig := stop(); sig != nil {
+			return 128 + int(sig.(syscall.Signal))
+		}
 		return c.fail(err, "")
 	}
 	if !info.HasFeature(wire.FeaturePTY) {
@@ -528,18 +909,25 @@ func (c *cli) executeTTY(ctx context.Context, f *createFlags, argv []string) int
 		termName = defaultTermEnv
 	}
 	req.PTY = &wire.PTYRequest{Cols: cols, Rows: rows, Term: termName}
+	req.CommandID = uuid.NewString()
 	st, err := c.c.Start(ctx, req)
+	if sig := stop(); sig != nil && err != nil {
+		return c.interrupted(req.CommandID, sig)
+	}
 	if err != nil {
 		return c.fail(err, "")
 	}
-	return c.attachTo(ctx, st, 0, true)
+	return c.attachTo(parent, st, 0, true, true)
 }
 
 // attachTo follows command st over WebSocket from cursor until it exits,
 // forwarding stdin (raw, when it is a terminal and the command has one),
 // window sizes and signals. It returns the exit code; the detach key
 // (Ctrl-], on a terminal) returns 0 and leaves the command running.
-func (c *cli) attachTo(ctx context.Context, st *wire.Status, cursor int64, withStdin bool) int {
+//
+// owned: this client started the command (exec -t), so it kills it when
+// its output can no longer be written here.
+func (c *cli) attachTo(ctx context.Context, st *wire.Status, cursor int64, withStdin, owned bool) int {
 	a, err := c.c.Attach(ctx, st.CommandID, cursor)
 	if err != nil {
 		return c.fail(err, st.CommandID)
@@ -547,12 +935,10 @@ func (c *cli) attachTo(ctx context.Context, st *wire.Status, cursor int64, withS
 	defer a.Close()
 	in := int(c.stdin.Fd())
 	pty := st.PTY != nil
-	raw := false
 	restore := func() {}
 	if pty && term.IsTerminal(in) {
 		old, err := term.MakeRaw(in)
 		if err == nil {
-			raw = true
 			var once sync.Once
 			restore = func() { once.Do(func() { term.Restore(in, old) }) }
 			defer restore()
@@ -580,25 +966,54 @@ func (c *cli) attachTo(ctx context.Context, st *wire.Status, cursor int64, withS
 	}
 	detached := make(chan struct{})
 	if withStdin && (pty || (st.Stdin && !st.StdinClosed)) {
-		send := a.Stdin
-		if raw {
-			send = func(b []byte, eof bool) error {
-				if i := bytes.IndexByte(b, detachKey); i >= 0 {
-					if i > 0 {
-						a.Stdin(b[:i], false)
-					}
-					close(detached)
-					a.Close() // ends the Next below
-					return errDetached
-				}
-				return a.Stdin(b, eof)
+		// A local EOF on a pipe or /dev/null (attach ID </dev/null) says
+		// that there is nothing to type, not that a person pressed
+		// Ctrl-D: a terminal command is left alone.
+		o := pumpOptions{noEOF: pty && !term.IsTerminal(in)}
+		if term.IsTerminal(in) {
+			// Raw: Ctrl-] at once; a pipe command on a cooked terminal:
+			// Ctrl-] then Enter (the line is the terminal's until then).
+			o.detach = func() {
+				close(detached)
+				a.Close() // ends the Next below
 			}
 		}
-		go c.pumpStdin(ctx, send)
+		go c.pumpStdin(a.Stdin, o)
+	} else if term.IsTerminal(in) {
+		// No input to forward (--no-stdin, or a command without stdin),
+		// but a person at a terminal who wants to stop watching without
+		// Ctrl-C (forwarded: it would end the command; in raw mode it is
+		// only a key): read keys one by one for Ctrl-]. A pipe command's
+		// terminal goes to cbreak: echo off, signals and output as they
+		// were.
+		ok := pty // already raw
+		if !pty {
+			if undo, err := cbreak(in); err == nil {
+				restore, ok = undo, true
+				defer restore()
+			}
+		}
+		if ok {
+			go func() {
+				buf := make([]byte, 256)
+				for {
+					n, err := c.stdin.Read(buf)
+					if bytes.IndexByte(buf[:n], detachKey) >= 0 {
+						close(detached)
+						a.Close()
+						return
+					}
+					if err != nil {
+						return
+					}
+				}
+			}()
+		}
 	}
 	started := make(chan string, 1)
 	started <- st.CommandID
-	go c.forwardSignals(ctx, started, func(_ string, sig os.Signal) { a.Signal(signalName(sig)) })
+	go c.forwardSignals(ctx, started, nil, func(_ string, sig os.Signal) { a.Signal(signalName(sig)) })
+	var gap int64 // output bytes lost
 	for {
 		ev, err := a.Next(ctx)
 		if err != nil {
@@ -614,20 +1029,26 @@ func (c *cli) attachTo(ctx context.Context, st *wire.Status, cursor int64, withS
 		switch ev.Type {
 		case wire.EventOutput:
 			b, _ := ev.Bytes()
+			w := c.stdout
 			if ev.Stream == wire.StreamStderr {
-				c.stderr.Write(b)
-			} else {
-				c.stdout.Write(b)
+				w = c.stderr
+			}
+			if !c.emit(w, b) {
+				restore()
+				if owned {
+					return c.writeFailed(st.CommandID)
+				}
+				return c.writeFailed("")
 			}
 		case wire.EventGap:
-			c.gapNote(*ev.DroppedBytes)
+			gap += *ev.DroppedBytes
 		case wire.EventError:
 			if ev.Error.Code != wire.CodeFinished && ev.Error.Code != wire.CodeStdinClosed {
 				c.errorf("the daemon refused a frame: %s", ev.Error.Message)
 			}
 		case wire.EventExit:
 			restore() // before the note, which wants a cooked terminal
-			return c.finished(ev.Status)
+			return c.lost(gap, c.finished(ev.Status))
 		}
 	}
 }
@@ -649,7 +1070,7 @@ func (c *cli) attach(args []string) int {
 	if *cursor >= 0 {
 		from = *cursor
 	}
-	return c.attachTo(ctx, st, from, !*noStdin)
+	return c.attachTo(ctx, st, from, !*noStdin, false)
 }
 
 func (c *cli) ps(args []string) int {
@@ -658,6 +1079,12 @@ func (c *cli) ps(args []string) int {
 	state := fs.String("state", "", "only commands in this state: running, exited, cancelled, timed_out, terminated")
 	if _, code, ok := c.parse(fs, url, tok, args, 0); !ok {
 		return code
+	}
+	switch wire.State(*state) {
+	case "", wire.StateRunning, wire.StateExited, wire.StateCancelled, wire.StateTimedOut, wire.StateTerminated:
+	default:
+		c.usageError(fs, fmt.Sprintf("--state %q is not a state: running, exited, cancelled, timed_out or terminated", *state))
+		return exitUsage
 	}
 	list, err := c.c.List(context.Background(), wire.State(*state))
 	if err != nil {
@@ -700,7 +1127,9 @@ func shortArgv(argv []string) string {
 		if i > 0 {
 			b.WriteByte(' ')
 		}
-		if a == "" || strings.ContainsAny(a, " \t\n\"'\\$`") {
+		// Quoted (control bytes escaped) when a shell would need it, or
+		// when it holds what a terminal would act on (escape sequences).
+		if a == "" || strings.ContainsAny(a, " \t\n\"'\\$`") || strings.IndexFunc(a, func(r rune) bool { return !unicode.IsPrint(r) }) >= 0 {
 			b.WriteString(strconv.Quote(a))
 		} else {
 			b.WriteString(a)
@@ -721,16 +1150,19 @@ func (c *cli) logs(args []string) int {
 		return code
 	}
 	id := rest[0]
+	var gap int64
 	fn := func(ev *wire.Event) error {
 		if ev.Type == wire.EventGap {
-			c.errorf("the oldest %d bytes of output are no longer held (the daemon keeps only the most recent output)", *ev.DroppedBytes)
+			gap += *ev.DroppedBytes
 			return nil
 		}
 		b, _ := ev.Bytes()
+		w := c.stdout
 		if ev.Stream == wire.StreamStderr {
-			c.stderr.Write(b)
-		} else {
-			c.stdout.Write(b)
+			w = c.stderr
+		}
+		if !c.emit(w, b) {
+			return c.writeError()
 		}
 		return nil
 	}
@@ -740,8 +1172,15 @@ func (c *cli) logs(args []string) int {
 	} else {
 		_, _, err = c.c.Output(context.Background(), id, 0, fn)
 	}
+	if c.writeError() != nil {
+		return c.writeFailed("") // the command is not this client's to kill
+	}
 	if err != nil {
 		return c.fail(err, id)
+	}
+	if gap > 0 {
+		c.errorf("%d bytes of the output (stdout and stderr together) are missing: the daemon keeps only the most recent output of a command", gap)
+		return exitFailed
 	}
 	return 0
 }
@@ -792,11 +1231,25 @@ func (c *cli) cp(args []string) int {
 		c.usageError(fs, "exactly one of SRC and DST must be in the sandbox (start it with ':'), e.g. cp notes.txt :notes.txt")
 		return exitUsage
 	}
+	remote := src[1:]
+	if dstRemote {
+		remote = dst[1:]
+	}
+	if strings.HasPrefix(remote, "/") {
+		// The daemon would take it as relative to its base dir (which its
+		// /v1/info does not tell): refuse rather than write elsewhere.
+		c.usageError(fs, fmt.Sprintf("sandbox paths are relative to the daemon's base dir (its SANDBOX_BASE_DIR, the default working directory): :%s would be <base dir>%s. Write it without the base dir and the leading '/', e.g. :%s", remote, remote, strings.TrimLeft(remote, "/")))
+		return exitUsage
+	}
+	if srcRemote && remote == "" {
+		c.usageError(fs, "name the sandbox file to copy after the ':', e.g. cp :notes.txt .")
+		return exitUsage
+	}
 	ctx := context.Background()
 	if dstRemote {
-		return c.upload(ctx, src, dst[1:])
+		return c.upload(ctx, src, remote)
 	}
-	return c.download(ctx, src[1:], dst)
+	return c.download(ctx, remote, dst)
 }
 
 func (c *cli) upload(ctx context.Context, src, dst string) int {
@@ -847,20 +1300,39 @@ func (c *cli) download(ctx context.Context, src, dst string) int {
 	}
 	defer rc.Close()
 	if dst == "-" {
-		if _, err := io.Copy(c.stdout, rc); err != nil {
+		if _, err := io.Copy(emitter{c}, rc); err != nil {
+			if c.writeError() != nil {
+				return c.writeFailed("")
+			}
 			c.errorf("copying :%s: %v", src, err)
 			return exitFailed
 		}
 		return 0
 	}
-	if fi, err := os.Stat(dst); err == nil && fi.IsDir() {
+	if fi, err := os.Stat(dst); err == nil && fi.IsDir() || strings.HasSuffix(dst, "/") {
 		dst = filepath.Join(dst, path.Base(src))
 	}
+	// The sandbox file's mode, under the local umask (as cp does): a
+	// private key stays private, a script executable. 0666 when unknown.
+	mode := fs.FileMode(0o666)
+	dir := path.Dir(src)
+	if dir == "." {
+		dir = "" // the base dir
+	}
+	if l, err := c.c.ListDir(ctx, dir); err == nil {
+		for _, e := range l.Entries {
+			if e.Name == path.Base(src) {
+				if m, err := strconv.ParseUint(e.Mode, 8, 32); err == nil {
+					mode = fs.FileMode(m).Perm()
+				}
+			}
+		}
+	}
 	// Write beside the target and rename: no half-written file is left
-	// when the transfer breaks.
-	tmp, err := os.CreateTemp(filepath.Dir(dst), "."+filepath.Base(dst)+".part-*")
+	// when the transfer breaks. Errors name dst, never the temp file.
+	tmp, err := createBeside(dst, mode)
 	if err != nil {
-		c.errorf("%v", err)
+		c.errorf("cannot write %s: %v", dst, pathErr(err))
 		return exitFailed
 	}
 	_, err = io.Copy(tmp, rc)
@@ -868,15 +1340,38 @@ func (c *cli) download(ctx context.Context, src, dst string) int {
 		err = cerr
 	}
 	if err == nil {
-		err = os.Chmod(tmp.Name(), 0o644)
-	}
-	if err == nil {
 		err = os.Rename(tmp.Name(), dst)
 	}
 	if err != nil {
 		os.Remove(tmp.Name())
-		c.errorf("copying :%s to %s: %v", src, dst, err)
+		c.errorf("copying :%s to %s: %v", src, dst, pathErr(err))
 		return exitFailed
 	}
 	return 0
+}
+
+// createBeside creates a new hidden file in dst's directory with mode
+// (less the umask, applied by the kernel).
+func createBeside(dst string, mode fs.FileMode) (*os.File, error) {
+	for {
+		name := filepath.Join(filepath.Dir(dst), "."+filepath.Base(dst)+".part-"+uuid.NewString()[:8])
+		f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
+		if !errors.Is(err, fs.ErrExist) {
+			return f, err
+		}
+	}
+}
+
+// pathErr drops the path of an *fs.PathError or *os.LinkError (the
+// caller names the file a person knows).
+func pathErr(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	var le *os.LinkError
+	if errors.As(err, &le) {
+		return le.Err
+	}
+	return err
 }

@@ -14,6 +14,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -82,6 +85,23 @@ func runClient(t *testing.T, env []string, stdin string, args ...string) cliResu
 	return cliResult{out.String(), errb.String(), code}
 }
 
+// runClientFile is runClient with stdin opened from file.
+func runClientFile(t *testing.T, env []string, file string, args ...string) cliResult {
+	t.Helper()
+	f, err := os.Open(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	cmd := exec.Command(binPath, args...)
+	cmd.Env = append(cliEnv(), env...)
+	cmd.Stdin = f
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	cmd.Run()
+	return cliResult{out.String(), errb.String(), cmd.ProcessState.ExitCode()}
+}
+
 func (d *cliDaemon) env() []string { return []string{"SANDBOX_RUNTIME_URL=" + d.url} }
 
 func TestCLIExec(t *testing.T) {
@@ -95,6 +115,7 @@ func TestCLIExec(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
 		stdin      string
+		stdinFile  string // instead of stdin
 		args       []string
 		wantOut    string
 		wantErr    string // a regexp the stderr must match
@@ -114,9 +135,23 @@ func TestCLIExec(t *testing.T) {
 		{name: "no argv", args: []string{"exec"}, wantErr: `name the command to run`, wantCode: 2},
 		{name: "bad -e", args: []string{"exec", "-e", "NOEQUALS", "--", "true"}, wantErr: `"NOEQUALS" is not K=V`, wantCode: 2},
 		{name: "bad cwd", args: []string{"exec", "-w", "relative", "--", "true"}, wantErr: `cwd`, wantCode: 125},
+		// F10: an unreadable stdin is said, and exec does not exit 0.
+		{name: "stdin unreadable", stdinFile: "/", args: []string{"exec", "-i", "--", "sh", "-c", "wc -c"}, wantOut: "0\n", wantErr: `reading the local stdin failed, so the command's stdin was closed early: is a directory`, wantCode: 125},
+		// F01: a timeout that is not a positive finite number is a usage error, never a panic.
+		{name: "timeout NaN", args: []string{"exec", "--timeout", "NaN", "--", "true"}, wantErr: `^sandbox-runtime exec: --timeout NaN: give a number of seconds above 0`, wantCode: 2},
+		{name: "timeout inf", args: []string{"run", "-d", "--timeout", "inf", "--", "true"}, wantErr: `--timeout \+Inf: give`, wantCode: 2},
+		{name: "timeout -1", args: []string{"exec", "--timeout", "-1", "--", "true"}, wantErr: `--timeout -1: give`, wantCode: 2},
+		{name: "timeout 0", args: []string{"exec", "--timeout", "0", "--", "true"}, wantErr: `--timeout 0: give`, wantCode: 2},
+		{name: "timeout huge", args: []string{"exec", "--timeout", "1e300", "--", "true"}, wantErr: `--timeout 1e\+300: give`, wantCode: 2},
+		// F13: bytes that are not UTF-8 cannot cross the JSON API as typed.
+		{name: "argv not UTF-8", args: []string{"exec", "--", "cat", "caf\xe9.txt"}, wantErr: `argument 2, "caf\\xe9.txt" is not valid UTF-8`, wantCode: 2},
+		{name: "-e not UTF-8", args: []string{"exec", "-e", "K=\xff", "--", "true"}, wantErr: `the -e value of "K", "\\xff" is not valid UTF-8`, wantCode: 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := runClient(t, d.env(), tc.stdin, tc.args...)
+			if tc.stdinFile != "" {
+				r = runClientFile(t, d.env(), tc.stdinFile, tc.args...)
+			}
 			if r.code != tc.wantCode {
 				t.Errorf("exit code %d, want %d; stderr: %s", r.code, tc.wantCode, r.stderr)
 			}
@@ -226,7 +261,7 @@ func TestCLIBackgroundLogsKill(t *testing.T) {
 		t.Errorf("logs of an unknown id: %+v", r)
 	}
 	r = runClient(t, env, "", "ps", "--state", "sleepy")
-	if r.code != 125 || !strings.Contains(r.stderr, "state") {
+	if r.code != 2 || !strings.Contains(r.stderr, "state") { // a usage error (F10)
 		t.Errorf("ps bad state: %+v", r)
 	}
 }
@@ -548,5 +583,421 @@ func waitDaemon(t *testing.T, d *cliDaemon, what string, ok func(*ptyState) bool
 			t.Fatalf("waited 30 s for %s: %+v", what, l)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// waitFinishedOne polls the daemon's list until it holds one command and
+// that one has finished, within 30 s, and returns it.
+func waitFinishedOne(t *testing.T, d *cliDaemon) wire.Status {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := http.Get(d.url + "/v1/commands")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var l wire.CommandList
+		json.NewDecoder(resp.Body).Decode(&l)
+		resp.Body.Close()
+		if len(l.Commands) == 1 && l.Commands[0].State.Finished() {
+			return l.Commands[0]
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("waited 30 s for the command to finish: %+v", l)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestCLIExecLostOutputFails (F02): output lost to the daemon's ring
+// (the client's stdout is a pipe nobody reads until the command has ended,
+// the ring is 64 KiB) makes exec say so once and exit 125 although the
+// command exited 0; a failing command keeps its own code. logs of the same
+// command exits 125 too.
+func TestCLIExecLostOutputFails(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		script string
+		code   int
+	}{{"head -c 2000000 /dev/zero", 125}, {"head -c 2000000 /dev/zero; exit 3", 3}} {
+		d := startCLIDaemon(t, "SANDBOX_OUTPUT_LIMIT_BYTES=65536")
+		cmd := exec.Command(binPath, "exec", "--", "sh", "-c", tc.script)
+		cmd.Env = append(cliEnv(), d.env()...)
+		var errb bytes.Buffer
+		cmd.Stderr = &errb
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		st := waitFinishedOne(t, d) // the client is stuck writing to the pipe meanwhile
+		n, _ := io.Copy(io.Discard, out)
+		err = cmd.Wait()
+		code := cmd.ProcessState.ExitCode()
+		if code != tc.code || n >= 2000000 {
+			t.Errorf("%s: exit %d (%v) with %d bytes; want exit %d with bytes lost", tc.script, code, err, n, tc.code)
+		}
+		if !regexp.MustCompile(`^sandbox-runtime exec: \d+ bytes of the output \(stdout and stderr together\) were lost: .*exit code was ` + fmt.Sprint(tc.code%125) + `\n$`).MatchString(errb.String()) {
+			t.Errorf("%s: stderr %q; want one line saying how much was lost and the command's code", tc.script, errb.String())
+		}
+		r := runClient(t, d.env(), "", "logs", st.CommandID)
+		if r.code != 125 || !strings.Contains(r.stderr, "are missing") {
+			t.Errorf("logs: exit %d, stderr %q; want 125 and a note", r.code, r.stderr)
+		}
+	}
+}
+
+// TestCLIOutputWriteErrors (F03, F04): exec piped into a reader that stops
+// (head) exits 141 quietly and kills the command it started; a stdout that
+// fails otherwise (/dev/full) is said, the command killed, exit 125; logs
+// into /dev/full says so and exits 125, leaving the command alone.
+func TestCLIOutputWriteErrors(t *testing.T) {
+	t.Parallel()
+	d := startCLIDaemon(t)
+	cmd := exec.Command(binPath, "exec", "--timeout", "60", "--", "sh", "-c", "while :; do echo yes; done")
+	cmd.Env = append(cliEnv(), d.env()...)
+	var errb bytes.Buffer
+	cmd.Stderr = &errb
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.ReadFull(out, make([]byte, 4)); err != nil {
+		t.Fatal(err)
+	}
+	out.Close() // like head -c 4
+	cmd.Wait()
+	if code := cmd.ProcessState.ExitCode(); code != 141 || errb.Len() != 0 {
+		t.Errorf("exec | head: exit %d (%v), stderr %q; want 141 and nothing said", code, cmd.ProcessState, errb.String())
+	}
+	if st := waitFinishedOne(t, d); st.State != wire.StateCancelled {
+		t.Errorf("the command after exec | head: %s; want cancelled (killed by the client)", st.State)
+	}
+
+	full, err := os.OpenFile("/dev/full", os.O_WRONLY, 0)
+	if err != nil {
+		t.Skip("no /dev/full:", err)
+	}
+	defer full.Close()
+	d2 := startCLIDaemon(t)
+	cmd = exec.Command(binPath, "exec", "--timeout", "60", "--", "sh", "-c", "echo hi; exec sleep 60")
+	cmd.Env = append(cliEnv(), d2.env()...)
+	errb.Reset()
+	cmd.Stdout, cmd.Stderr = full, &errb
+	cmd.Run()
+	if code := cmd.ProcessState.ExitCode(); code != 125 || !strings.Contains(errb.String(), "writing to stdout: write /dev/stdout: no space left on device; command ") {
+		t.Errorf("exec >/dev/full: exit %d, stderr %q; want 125 and the reason", code, errb.String())
+	}
+	st := waitFinishedOne(t, d2)
+	if st.State != wire.StateCancelled {
+		t.Errorf("the command after exec >/dev/full: %s; want cancelled", st.State)
+	}
+	cmd = exec.Command(binPath, "logs", st.CommandID)
+	cmd.Env = append(cliEnv(), d2.env()...)
+	errb.Reset()
+	cmd.Stdout, cmd.Stderr = full, &errb
+	cmd.Run()
+	if code := cmd.ProcessState.ExitCode(); code != 125 || !strings.Contains(errb.String(), "no space left on device") {
+		t.Errorf("logs >/dev/full: exit %d, stderr %q; want 125 and the reason", code, errb.String())
+	}
+}
+
+// dropStdinProxy is an HTTP proxy on 127.0.0.1 to d that passes every
+// request but a stdin write, whose connection it closes unanswered.
+func dropStdinProxy(t *testing.T, d *cliDaemon) string {
+	t.Helper()
+	target, _ := url.Parse(d.url)
+	rp := httputil.NewSingleHostReverseProxy(target)
+	rp.FlushInterval = -1
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/stdin") {
+			conn, _, err := w.(http.Hijacker).Hijack()
+			if err == nil {
+				conn.Close()
+			}
+			return
+		}
+		rp.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// TestCLIStdinBrokenOff (F05): a stdin write that breaks off cannot be
+// repeated exactly once: exec -i says so in words (no Go request line),
+// kills the command at once rather than leave it waiting to its timeout,
+// and exits 125.
+func TestCLIStdinBrokenOff(t *testing.T) {
+	t.Parallel()
+	d := startCLIDaemon(t)
+	r := runClient(t, []string{"SANDBOX_RUNTIME_URL=" + dropStdinProxy(t, d)}, "hello\n", "exec", "-i", "--timeout", "20", "--", "cat")
+	if r.code != 125 || !strings.Contains(r.stderr, "cannot be repeated safely, so the command is killed") || strings.Contains(r.stderr, `Post "`) {
+		t.Errorf("exit %d, stderr %q; want 125 and a plain reason", r.code, r.stderr)
+	}
+	if st := waitFinishedOne(t, d); st.State != wire.StateCancelled {
+		t.Errorf("the command: %s; want cancelled", st.State)
+	}
+}
+
+// TestCLIInterruptWhileCreating (F11): Ctrl-C (SIGINT) or SIGTERM while the
+// create is being retried (the daemon answers 503) ends the client at once
+// with 128+N, and the command_id it was creating is killed, in case the
+// create got through.
+func TestCLIInterruptWhileCreating(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		sig  syscall.Signal
+		args []string
+	}{
+		{syscall.SIGINT, []string{"exec", "--", "true"}},
+		{syscall.SIGTERM, []string{"run", "-d", "--", "true"}},
+	} {
+		creates := make(chan string, 100)
+		kills := make(chan string, 100)
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			switch {
+			case r.Method == "POST" && r.URL.Path == "/v1/commands":
+				var req wire.CreateRequest
+				json.NewDecoder(r.Body).Decode(&req)
+				creates <- req.CommandID
+			case strings.HasSuffix(r.URL.Path, "/kill"):
+				kills <- strings.TrimSuffix(strings.TrimPrefix(r.URL.Path, "/v1/commands/"), "/kill")
+			}
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			io.WriteString(w, `{"error":{"code":"unavailable","message":"busy"}}`)
+		}))
+		cmd := exec.Command(binPath, tc.args...)
+		cmd.Env = append(cliEnv(), "SANDBOX_RUNTIME_URL="+srv.URL)
+		var errb bytes.Buffer
+		cmd.Stderr = &errb
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		var id string
+		for range 2 { // the create, then its first retry: the client is retrying
+			id = <-creates
+		}
+		cmd.Process.Signal(tc.sig)
+		cmd.Wait()
+		srv.Close()
+		if code := cmd.ProcessState.ExitCode(); code != 128+int(tc.sig) || !strings.Contains(errb.String(), "interrupted") {
+			t.Errorf("%v during the create's retries: exit %d, stderr %q; want %d and a note", tc.args, code, errb.String(), 128+int(tc.sig))
+		}
+		select {
+		case k := <-kills:
+			if k != id {
+				t.Errorf("%v: killed %q; want the id being created, %q", tc.args, k, id)
+			}
+		default:
+			t.Errorf("%v: no kill of the command being created", tc.args)
+		}
+	}
+}
+
+// TestCLIAttachDevNullToATerminal (F12): attach ID </dev/null to a command
+// on a terminal does not type Ctrl-D at the local EOF: the command, which
+// reads one raw byte, goes on waiting, until the test kills it.
+func TestCLIAttachDevNullToATerminal(t *testing.T) {
+	t.Parallel()
+	d := startCLIDaemon(t)
+	body, _ := json.Marshal(wire.CreateRequest{
+		Argv: []string{"sh", "-c", "stty raw -echo; echo ready; dd bs=1 count=1 2>/dev/null | od -An -c; echo END"},
+		PTY:  &wire.PTYRequest{Cols: 80, Rows: 24},
+	})
+	resp, err := http.Post(d.url+"/v1/commands", "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st wire.Status
+	json.NewDecoder(resp.Body).Decode(&st)
+	resp.Body.Close()
+	if st.PTY == nil {
+		t.Skip("the daemon has no terminals")
+	}
+	// The terminal is raw (the command has printed) before the attach.
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		resp, err := http.Get(d.url + "/v1/commands/" + st.CommandID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var now wire.Status
+		json.NewDecoder(resp.Body).Decode(&now)
+		resp.Body.Close()
+		if now.PTYBytes > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the command never printed: %+v", now)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cmd := exec.Command(binPath, "attach", st.CommandID)
+	cmd.Env = append(cliEnv(), d.env()...)
+	cmd.Stdin = nil // /dev/null
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var errb bytes.Buffer
+	cmd.Stderr = &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(out)
+	var seen strings.Builder
+	for !strings.Contains(seen.String(), "ready") {
+		b, err := br.ReadByte()
+		if err != nil {
+			t.Fatalf("attach ended before the command was ready: %q, %s", seen.String(), errb.String())
+		}
+		seen.WriteByte(b)
+	}
+	// The byte the command reads: this one, unless the client typed one.
+	resp, err = http.Post(d.url+"/v1/commands/"+st.CommandID+"/stdin", "application/json", strings.NewReader(`{"data":"Z"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	rest, _ := io.ReadAll(br)
+	cmd.Wait()
+	if !strings.Contains(string(rest), "Z") || strings.Contains(string(rest), "004") {
+		t.Errorf("the command read %q; want Z (004 is the Ctrl-D the client must not type at its stdin's EOF)", rest)
+	}
+}
+
+// TestCLICopyModesAndPaths (F09): a download takes the sandbox file's mode
+// under the local umask (a 0600 key stays 0600, a 0755 script executable);
+// ':/abs' is refused rather than rebased under the base dir; errors name
+// the destination, never the temp file; 'cp : DIR' asks for a name.
+func TestCLICopyModesAndPaths(t *testing.T) {
+	t.Parallel()
+	d := startCLIDaemon(t)
+	local := t.TempDir()
+	os.WriteFile(filepath.Join(d.base, "key"), []byte("secret\n"), 0o600)
+	os.Chmod(filepath.Join(d.base, "key"), 0o600)
+	os.MkdirAll(filepath.Join(d.base, "bin"), 0o755)
+	os.WriteFile(filepath.Join(d.base, "bin", "run.sh"), []byte("#!/bin/sh\necho hi\n"), 0o755)
+	os.Chmod(filepath.Join(d.base, "bin", "run.sh"), 0o755)
+	for _, tc := range []struct {
+		umask, src string
+		want       os.FileMode
+	}{{"022", ":key", 0o600}, {"022", ":bin/run.sh", 0o755}, {"077", ":bin/run.sh", 0o700}} {
+		dst := filepath.Join(local, "m"+tc.umask+filepath.Base(tc.src))
+		cmd := exec.Command("sh", "-c", `umask "$1"; shift; exec "$@"`, "sh", tc.umask, binPath, "cp", tc.src, dst)
+		cmd.Env = append(cliEnv(), d.env()...)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("cp %s: %v: %s", tc.src, err, out)
+		}
+		if fi, err := os.Stat(dst); err != nil || fi.Mode().Perm() != tc.want {
+			t.Errorf("cp %s under umask %s: %v %v; want mode %v", tc.src, tc.umask, fi.Mode(), err, tc.want)
+		}
+	}
+	for _, tc := range []struct {
+		args []string
+		code int
+		err  string
+	}{
+		{[]string{"cp", filepath.Join(d.base, "key"), ":" + filepath.Join(d.base, "abs")}, 2, "sandbox paths are relative to the daemon's base dir"},
+		{[]string{"cp", ":/key", local}, 2, "e.g. :key"},
+		{[]string{"cp", ":key", "/nonexistent-dir/key"}, 125, "cannot write /nonexistent-dir/key: no such file or directory"},
+		{[]string{"cp", ":key", "/nonexistent-dir/"}, 125, "cannot write /nonexistent-dir/key: no such file or directory"},
+		{[]string{"cp", ":", local}, 2, "name the sandbox file to copy"},
+	} {
+		r := runClient(t, d.env(), "", tc.args...)
+		if r.code != tc.code || !strings.Contains(r.stderr, tc.err) || strings.Contains(r.stderr, ".part-") {
+			t.Errorf("%v: exit %d stderr %q; want %d and %q", tc.args, r.code, r.stderr, tc.code, tc.err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(d.base, strings.TrimPrefix(d.base, "/"), "abs")); err == nil {
+		t.Errorf("cp to :/abs wrote under the base dir")
+	}
+}
+
+// TestCLIInterruptWithTheDaemonGone (F11): SIGINT after the start, while
+// the daemon cannot be reached, cannot be forwarded: the client says so
+// and exits 130 at once instead of re-dialling for 30 s.
+func TestCLIInterruptWithTheDaemonGone(t *testing.T) {
+	t.Parallel()
+	d := startCLIDaemon(t)
+	p := newBlipProxy(t, d.url)
+	cmd := exec.Command(binPath, "exec", "--timeout", "60", "--", "sh", "-c", "echo started; exec sleep 50")
+	cmd.Env = append(cliEnv(), "SANDBOX_RUNTIME_URL="+p.url())
+	var errb bytes.Buffer
+	cmd.Stderr = &errb
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if line, err := bufio.NewReader(out).ReadString('\n'); err != nil || line != "started\n" {
+		t.Fatalf("first line %q, %v", line, err)
+	}
+	p.setDown(true)
+	p.waitRefused(t, 1) // the client re-dials its stream
+	cmd.Process.Signal(syscall.SIGINT)
+	cmd.Wait()
+	if code := cmd.ProcessState.ExitCode(); code != 130 || !strings.Contains(errb.String(), "SIGINT could not be forwarded") {
+		t.Errorf("exit %d, stderr %q; want 130 and why", code, errb.String())
+	}
+	http.Post(d.url+"/v1/commands/"+waitRunningID(t, d)+"/kill", "application/json", nil)
+}
+
+// waitRunningID returns the id of the daemon's one command.
+func waitRunningID(t *testing.T, d *cliDaemon) string {
+	t.Helper()
+	resp, err := http.Get(d.url + "/v1/commands")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var l wire.CommandList
+	json.NewDecoder(resp.Body).Decode(&l)
+	if len(l.Commands) != 1 {
+		t.Fatalf("commands: %+v", l)
+	}
+	return l.Commands[0].CommandID
+}
+
+// TestCLIMessages (F10, F17): messages a person can act on: ps escapes the
+// control bytes of an argv; a URL without scheme and a bad --state are
+// explained; a password in the URL is never echoed; a wrong flag is said
+// with the subcommand's name; --help goes to stdout with exit 0.
+func TestCLIMessages(t *testing.T) {
+	t.Parallel()
+	d := startCLIDaemon(t)
+	if r := runClient(t, d.env(), "", "run", "-d", "--", "printf", "\x1b[2J\x1b]0;pwned\x07"); r.code != 0 {
+		t.Fatalf("run -d: %+v", r)
+	}
+	waitFinishedOne(t, d)
+	if r := runClient(t, d.env(), "", "ps"); r.code != 0 || strings.ContainsAny(r.stdout, "\x1b\x07") || !strings.Contains(r.stdout, `"\x1b[2J\x1b]0;pwned\a"`) {
+		t.Errorf("ps: %+v; want the argv quoted with its control bytes escaped", r)
+	}
+	for _, tc := range []struct {
+		args    []string
+		code    int
+		stdout  string
+		stderr  string
+		notSaid string
+	}{
+		{[]string{"ps", "--state", "bogus"}, 2, "", `--state "bogus" is not a state: running, exited`, ""},
+		{[]string{"ps", "--url", "127.0.0.1:1"}, 125, "", `must start with http:// or https://, e.g. http://127.0.0.1:1`, "first path segment"},
+		{[]string{"ps", "--url", "http://me:s3cret@127.0.0.1:1"}, 125, "", "http://me:xxxxx@127.0.0.1:1", "s3cret"},
+		{[]string{"exec", "--bogus", "--", "true"}, 2, "", "sandbox-runtime exec: flag provided but not defined: -bogus\nusage: sandbox-runtime exec", ""},
+		{[]string{"exec", "--help"}, 0, "usage: sandbox-runtime exec", "", ""},
+		{[]string{"--url", "http://127.0.0.1:1", "ps", "-q"}, 2, "", "the client's flags go after its subcommand: sandbox-runtime ps --url http://127.0.0.1:1 -q", ""},
+		{[]string{"--help"}, 0, "sandbox-runtime attach [--no-stdin] [--cursor N] ID", "", ""},
+	} {
+		r := runClient(t, nil, "", tc.args...)
+		if r.code != tc.code || !strings.Contains(r.stdout, tc.stdout) || !strings.Contains(r.stderr, tc.stderr) || tc.notSaid != "" && strings.Contains(r.stdout+r.stderr, tc.notSaid) {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want %d, %q on stdout, %q on stderr", tc.args, r.code, r.stdout, r.stderr, tc.code, tc.stdout, tc.stderr)
+		}
 	}
 }

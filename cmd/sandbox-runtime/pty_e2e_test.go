@@ -5,10 +5,13 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
+	"net"
 	"os"
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -154,4 +157,210 @@ func foregroundSleep(sid int) bool {
 		}
 	}
 	return false
+}
+
+// blipProxy is a TCP proxy on 127.0.0.1 to a daemon that can be taken
+// down (every connection cut, new ones closed at once) and up again.
+type blipProxy struct {
+	ln     net.Listener
+	target string
+
+	mu       sync.Mutex
+	down     bool
+	conns    map[net.Conn]bool
+	refused  int           // connections closed at once while down
+	refusedC chan struct{} // gets a value for each refused connection
+}
+
+func newBlipProxy(t *testing.T, target string) *blipProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &blipProxy{ln: ln, target: strings.TrimPrefix(target, "http://"), conns: map[net.Conn]bool{}, refusedC: make(chan struct{}, 1000)}
+	go p.serve()
+	t.Cleanup(func() { ln.Close(); p.setDown(true) })
+	return p
+}
+
+func (p *blipProxy) url() string { return "http://" + p.ln.Addr().String() }
+
+func (p *blipProxy) setDown(down bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.down = down
+	if down {
+		for c := range p.conns {
+			c.Close()
+		}
+	}
+}
+
+func (p *blipProxy) serve() {
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		p.mu.Lock()
+		if p.down {
+			p.refused++
+			p.mu.Unlock()
+			c.Close()
+			p.refusedC <- struct{}{}
+			continue
+		}
+		s, err := net.Dial("tcp", p.target)
+		if err != nil {
+			p.mu.Unlock()
+			c.Close()
+			continue
+		}
+		p.conns[c], p.conns[s] = true, true
+		p.mu.Unlock()
+		go func() {
+			go func() { io.Copy(s, c); s.Close(); c.Close() }()
+			io.Copy(c, s)
+			s.Close()
+			c.Close()
+			p.mu.Lock()
+			delete(p.conns, c)
+			delete(p.conns, s)
+			p.mu.Unlock()
+		}()
+	}
+}
+
+// waitRefused waits until the proxy has refused n more connections (the
+// client is re-dialling while it is down), within 30 s.
+func (p *blipProxy) waitRefused(t *testing.T, n int) {
+	t.Helper()
+	timeout := time.After(30 * time.Second)
+	for range n {
+		select {
+		case <-p.refusedC:
+		case <-timeout:
+			t.Fatal("the client never re-dialled while the link was down")
+		}
+	}
+}
+
+// TestTerminalKeysSurviveAReconnect (F07): keys typed while the WebSocket
+// re-dials are delivered after the reconnect, in order; later keys and
+// Ctrl-] go on working.
+func TestTerminalKeysSurviveAReconnect(t *testing.T) {
+	tmux, err := exec.LookPath("tmux")
+	if err != nil {
+		t.Skip("tmux is not installed (apt-get install tmux)")
+	}
+	d := startDaemon(t)
+	p := newBlipProxy(t, d.url)
+	sock := "sandbox-f07-" + strconv.Itoa(os.Getpid())
+	run := func(args ...string) string {
+		t.Helper()
+		cmd := exec.Command(tmux, append([]string{"-L", sock, "-f", "/dev/null"}, args...)...)
+		cmd.Env = cleanEnv()
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("tmux %v: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
+	t.Cleanup(func() { exec.Command(tmux, "-L", sock, "kill-server").Run() })
+	waitPane := func(want string) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			screen := run("capture-pane", "-p", "-t", "k")
+			if strings.Contains(screen, want) {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the pane never showed %q; it shows:\n%s", want, screen)
+			}
+			time.Sleep(50 * time.Millisecond) // polling a screen nobody can be told about
+		}
+	}
+	keys := func(k ...string) { run(append([]string{"send-keys", "-t", "k"}, k...)...) }
+	run("new-session", "-d", "-s", "k", "-x", "100", "-y", "30",
+		binPath+" exec -t --url "+p.url()+" -- sh -i; echo CLIENT-EXIT=$?; read x")
+	keys(`PS1='$ '; echo before-$((6*7))`, "Enter")
+	waitPane("before-42")
+	p.setDown(true)
+	p.waitRefused(t, 1) // the client noticed and re-dials
+	keys("echo during-$((6*7))", "Enter")
+	p.waitRefused(t, 2) // two more failed dials: the keys were read meanwhile
+	p.setDown(false)
+	waitPane("during-42")
+	keys("echo after-$((6*7))", "Enter")
+	waitPane("after-42")
+	keys("C-]")
+	waitPane("CLIENT-EXIT=0")
+}
+
+// TestTerminalDetachFromAPipeCommand (F08): attach from a terminal to a
+// command without one (and without stdin): Ctrl-] detaches and leaves it
+// running, as it does for a terminal command; Ctrl-C need not be used.
+func TestTerminalDetachFromAPipeCommand(t *testing.T) {
+	tmux, err := exec.LookPath("tmux")
+	if err != nil {
+		t.Skip("tmux is not installed (apt-get install tmux)")
+	}
+	d := startDaemon(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var st wire.Status
+	d.doJSON(ctx, "POST", "/v1/commands", wire.CreateRequest{Argv: []string{"sh", "-c", "echo watching-$((6*7)); exec sleep 60"}}, 201, &st)
+	sock := "sandbox-f08-" + strconv.Itoa(os.Getpid())
+	run := func(args ...string) string {
+		t.Helper()
+		cmd := exec.Command(tmux, append([]string{"-L", sock, "-f", "/dev/null"}, args...)...)
+		cmd.Env = cleanEnv()
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("tmux %v: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
+	t.Cleanup(func() { exec.Command(tmux, "-L", sock, "kill-server").Run() })
+	pane := "p"
+	waitPane := func(want string) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			screen := run("capture-pane", "-p", "-t", pane)
+			if strings.Contains(screen, want) {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the pane never showed %q; it shows:\n%s", want, screen)
+			}
+			time.Sleep(50 * time.Millisecond) // polling a screen nobody can be told about
+		}
+	}
+	run("new-session", "-d", "-s", "p", "-x", "100", "-y", "30",
+		binPath+" attach --url "+d.url+" "+st.CommandID+"; echo CLIENT-EXIT=$?; read x")
+	waitPane("watching-42")
+	run("send-keys", "-t", "p", "C-]")
+	waitPane("CLIENT-EXIT=0")
+	if now := d.get(ctx, st.CommandID, 0); now.State != wire.StateRunning {
+		t.Errorf("after the detach: %s; want running", now.State)
+	}
+	d.doJSON(ctx, "POST", "/v1/commands/"+st.CommandID+"/kill", nil, 200, nil)
+
+	// attach --no-stdin to a terminal command: the local terminal is raw
+	// (Ctrl-C is only a key), so Ctrl-] is the way out there too.
+	var shell wire.Status
+	d.doJSON(ctx, "POST", "/v1/commands", wire.CreateRequest{Argv: []string{"sh", "-c", "echo on-a-tty-$((6*7)); exec sleep 60"}, PTY: &wire.PTYRequest{Cols: 80, Rows: 24}}, 201, &shell)
+	pane = "q"
+	run("new-session", "-d", "-s", "q", "-x", "100", "-y", "30",
+		binPath+" attach --no-stdin --url "+d.url+" "+shell.CommandID+"; echo CLIENT-EXIT=$?; read x")
+	waitPane("on-a-tty-42")
+	run("send-keys", "-t", "q", "C-]")
+	waitPane("CLIENT-EXIT=0")
+	if now := d.get(ctx, shell.CommandID, 0); now.State != wire.StateRunning {
+		t.Errorf("after the detach: %s; want running", now.State)
+	}
+	d.doJSON(ctx, "POST", "/v1/commands/"+shell.CommandID+"/kill", nil, 200, nil)
 }
