@@ -44,6 +44,7 @@ func (s *Server) info(w http.ResponseWriter, r *http.Request) {
 		Version:     s.opts.Version,
 		APIVersions: []string{"v1"},
 		StartedAt:   s.started,
+		BaseDir:     s.opts.BaseDir,
 		Limits: infoLimits{
 			MaxRunning:            c.MaxRunning,
 			MaxRetained:           c.MaxRetained,

@@ -329,6 +329,7 @@ type Info struct {
 	Version     string    `json:"version"`
 	APIVersions []string  `json:"api_versions"`
 	StartedAt   time.Time `json:"started_at"` // when this daemon started: a new value means a restart (ids forgotten)
+	BaseDir     string    `json:"base_dir"`   // the directory /v1/files paths are relative to and commands start in
 	Limits      Limits    `json:"limits"`
 	Features    []string  `json:"features"`
 	Isolation   Isolation `json:"isolation"`

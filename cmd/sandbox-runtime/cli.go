@@ -1236,10 +1236,26 @@ func (c *cli) cp(args []string) int {
 		remote = dst[1:]
 	}
 	if strings.HasPrefix(remote, "/") {
-		// The daemon would take it as relative to its base dir (which its
-		// /v1/info does not tell): refuse rather than write elsewhere.
-		c.usageError(fs, fmt.Sprintf("sandbox paths are relative to the daemon's base dir (its SANDBOX_BASE_DIR, the default working directory): :%s would be <base dir>%s. Write it without the base dir and the leading '/', e.g. :%s", remote, remote, strings.TrimLeft(remote, "/")))
-		return exitUsage
+		// An absolute sandbox path: the files API takes paths relative to
+		// the daemon's base dir, which /v1/info names. Inside it, strip it;
+		// outside, refuse rather than write elsewhere.
+		info, err := c.c.Info(context.Background())
+		if err != nil {
+			return c.fail(err, "")
+		}
+		base := strings.TrimRight(info.BaseDir, "/")
+		clean := path.Clean(remote)
+		rel, inside := strings.CutPrefix(clean, base+"/")
+		if clean == base && base != "" {
+			rel, inside = "", true // the base dir itself: the source's name in it
+		} else if inside && strings.HasSuffix(remote, "/") {
+			rel += "/" // a directory, as written
+		}
+		if info.BaseDir == "" || !inside {
+			c.usageError(fs, fmt.Sprintf("sandbox paths are relative to the daemon's base dir %s: :%s is outside it. Give a path inside it, e.g. :%s", info.BaseDir, remote, strings.TrimLeft(remote, "/")))
+			return exitUsage
+		}
+		remote = rel
 	}
 	if srcRemote && remote == "" {
 		c.usageError(fs, "name the sandbox file to copy after the ':', e.g. cp :notes.txt .")

@@ -873,7 +873,8 @@ func TestCLIAttachDevNullToATerminal(t *testing.T) {
 
 // TestCLICopyModesAndPaths (F09): a download takes the sandbox file's mode
 // under the local umask (a 0600 key stays 0600, a 0755 script executable);
-// ':/abs' is refused rather than rebased under the base dir; errors name
+// ':/abs' inside the base dir (from /v1/info) means that file, outside it
+// is refused, never rebased under the base dir; errors name
 // the destination, never the temp file; 'cp : DIR' asks for a name.
 func TestCLICopyModesAndPaths(t *testing.T) {
 	t.Parallel()
@@ -903,8 +904,10 @@ func TestCLICopyModesAndPaths(t *testing.T) {
 		code int
 		err  string
 	}{
-		{[]string{"cp", filepath.Join(d.base, "key"), ":" + filepath.Join(d.base, "abs")}, 2, "sandbox paths are relative to the daemon's base dir"},
-		{[]string{"cp", ":/key", local}, 2, "e.g. :key"},
+		{[]string{"cp", filepath.Join(d.base, "key"), ":" + filepath.Join(d.base, "abs")}, 0, ""},
+		{[]string{"cp", ":" + filepath.Join(d.base, "bin", "run.sh"), local + "/"}, 0, ""},
+		{[]string{"cp", ":/key", local}, 2, "sandbox paths are relative to the daemon's base dir " + d.base + ": :/key is outside it"},
+		{[]string{"cp", ":" + d.base + "-other/key", local}, 2, "is outside it"},
 		{[]string{"cp", ":key", "/nonexistent-dir/key"}, 125, "cannot write /nonexistent-dir/key: no such file or directory"},
 		{[]string{"cp", ":key", "/nonexistent-dir/"}, 125, "cannot write /nonexistent-dir/key: no such file or directory"},
 		{[]string{"cp", ":", local}, 2, "name the sandbox file to copy"},
@@ -916,6 +919,12 @@ func TestCLICopyModesAndPaths(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(d.base, strings.TrimPrefix(d.base, "/"), "abs")); err == nil {
 		t.Errorf("cp to :/abs wrote under the base dir")
+	}
+	if b, err := os.ReadFile(filepath.Join(d.base, "abs")); err != nil || string(b) != "secret\n" {
+		t.Errorf("cp to :%s/abs: %q %v; want the key's bytes in the base dir's abs", d.base, b, err)
+	}
+	if b, err := os.ReadFile(filepath.Join(local, "run.sh")); err != nil || !strings.Contains(string(b), "echo hi") {
+		t.Errorf("cp :%s/bin/run.sh %s/: %q %v", d.base, local, b, err)
 	}
 }
 
