@@ -391,7 +391,7 @@ func (t *cgroupTree) removeDoomed() {
 	t.mu.Unlock()
 	var busy []string
 	for _, d := range doomed {
-		if err := unix.Rmdir(d); err != nil && err != unix.ENOENT {
+		if err := rmTree(d); err != nil {
 			busy = append(busy, d)
 		}
 	}
@@ -512,7 +512,7 @@ func (t *cgroupTree) release(c *cmdCgroup) {
 		return
 	}
 	t.mu.Unlock()
-	if err := unix.Rmdir(c.dir); err == nil || err == unix.ENOENT {
+	if err := rmTree(c.dir); err == nil {
 		return
 	}
 	t.mu.Lock()
@@ -526,7 +526,7 @@ func (t *cgroupTree) sweep() {
 	defer t.mu.Unlock()
 	kept := t.lingering[:0]
 	for _, d := range t.lingering {
-		if err := unix.Rmdir(d); err != nil && err != unix.ENOENT {
+		if err := rmTree(d); err != nil {
 			kept = append(kept, d)
 		}
 	}
@@ -542,10 +542,18 @@ func (t *cgroupTree) sweep() {
 // as stale for the next runtime's removeStale.
 func (t *cgroupTree) remove() {
 	t.stopWorker()
+	if t.commands != "" {
+		// What is left in the commands' cgroups has outlived its command
+		// (a background job, a setsid escapee of a finished command):
+		// the runtime that started it is ending, so it ends too.
+		if err := writeFile(filepath.Join(t.commands, "cgroup.kill"), "1"); err == nil {
+			waitUnpopulated(t.commands, 2*time.Second)
+		}
+	}
 	t.sweep()
 	commandsGone := true
 	if t.commands != "" {
-		if err := unix.Rmdir(t.commands); err != nil && err != unix.ENOENT {
+		if err := rmTree(t.commands); err != nil {
 			commandsGone = false
 			t.log.Warn("command cgroups still have members; left in place", zap.String("cgroup", t.commands))
 		}
@@ -591,15 +599,54 @@ func removeStale(root string) {
 				continue
 			}
 		}
-		cmds, _ := os.ReadDir(filepath.Join(base, "commands"))
-		for _, c := range cmds {
-			if c.IsDir() {
-				unix.Rmdir(filepath.Join(base, "commands", c.Name()))
-			}
+		// Depth first (a command may have made cgroups of its own); a
+		// cgroup that still has processes stays, and then so does the
+		// daemon leaf that marks the tree as a dead runtime's.
+		if err := rmTree(filepath.Join(base, "commands")); err != nil {
+			continue
 		}
-		unix.Rmdir(filepath.Join(base, "commands"))
 		unix.Rmdir(filepath.Join(base, "daemon"))
 		unix.Rmdir(base)
+	}
+}
+
+// rmTree removes the cgroup dir and every cgroup below it, deepest first
+// (rmdir removes only a cgroup without children and processes). Gone
+// already is success; the first cgroup that cannot go is the error.
+func rmTree(dir string) error {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		if os.IsNotExist(err) {
+			return nil
+		}
+		return err
+	}
+	for _, e := range ents {
+		if e.IsDir() {
+			if err := rmTree(filepath.Join(dir, e.Name())); err != nil {
+				return err
+			}
+		}
+	}
+	if err := unix.Rmdir(dir); err != nil && err != unix.ENOENT {
+		return err
+	}
+	return nil
+}
+
+// waitUnpopulated waits (at most d) until the cgroup dir and its subtree
+// hold no process: `populated 0` in its cgroup.events.
+func waitUnpopulated(dir string, d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	for {
+		b, err := os.ReadFile(filepath.Join(dir, "cgroup.events"))
+		if err != nil || bytes.Contains(b, []byte("populated 0")) {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(5 * time.Millisecond) // cgroup.events has no wake-up the runtime waits on here
 	}
 }
 

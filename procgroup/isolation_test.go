@@ -367,6 +367,38 @@ func TestCgroupLingeringRemovedWhenEmpty(t *testing.T) {
 	waitRemoved(t, r, dir, "its last member was reaped")
 }
 
+// TestCloseEndsLeftoversAndNestedCgroups: what outlived its command (a
+// background job of a finished command) ends when the Reaper closes, and a
+// cgroup the command made inside its own goes with the tree.
+func TestCloseEndsLeftoversAndNestedCgroups(t *testing.T) {
+	r := cgroupReaper(t)
+	base := r.Isolation().Cgroup
+	p := start(t, r, Spec{Argv: []string{"sh", "-c", "sleep 300 >/dev/null 2>&1 & echo $!"}, Env: os.Environ()})
+	line, _ := bufio.NewReader(p.Stdout).ReadString('\n')
+	left, err := strconv.Atoi(strings.TrimSpace(line))
+	if err != nil {
+		t.Fatalf("background pid %q: %v", line, err)
+	}
+	t.Cleanup(func() {
+		if alive(left) {
+			syscall.Kill(left, syscall.SIGKILL)
+		}
+	})
+	wait(t, p)
+	nested := filepath.Join(p.cg.dir, "nested", "deeper")
+	if err := os.MkdirAll(nested, 0o755); err != nil {
+		t.Fatalf("a cgroup inside the command's: %v", err)
+	}
+	p.Release()
+	r.Close()
+	if alive(left) {
+		t.Errorf("background job %d of a finished command is alive after Close", left)
+	}
+	if _, err := os.Stat(base); !os.IsNotExist(err) {
+		t.Errorf("cgroup tree %s still exists after Close (nested cgroup %s): %v", base, nested, err)
+	}
+}
+
 // alive reports whether pid exists and is not a zombie.
 func alive(pid int) bool {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
