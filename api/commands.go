@@ -206,7 +206,9 @@ func (s *Server) getCommand(w http.ResponseWriter, r *http.Request) {
 		fail(w, err)
 		return
 	}
-	if wait <= 0 {
+	if wait <= 0 || r.Method == http.MethodHead {
+		// A HEAD has no body to wait for: its headers now, so that a
+		// kept-alive connection carries the client's next request at once.
 		writeJSON(w, http.StatusOK, c.Status())
 		return
 	}
@@ -229,6 +231,15 @@ func (s *Server) commandOutput(w http.ResponseWriter, r *http.Request) {
 	}
 	c, ok := s.commandAt(w, r, cursor)
 	if !ok {
+		return
+	}
+	if r.Method == http.MethodHead {
+		// The stream's headers and nothing else: a HEAD that ran the
+		// stream would hold its kept-alive connection for the whole window
+		// while net/http drops every line.
+		w.Header().Set("Content-Type", "application/x-ndjson")
+		w.Header().Set("Cache-Control", "no-store")
+		w.WriteHeader(http.StatusOK)
 		return
 	}
 	s.streamNDJSON(w, r, c, http.StatusOK, cursor, follow, secondsDur(window), nil)

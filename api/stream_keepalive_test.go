@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptrace"
@@ -73,5 +74,47 @@ func TestIdleConnectionDropsWriteDeadline(t *testing.T) {
 	ts.ConnState(c, http.StateIdle)
 	if _, err := c.Write([]byte("next response")); err != nil {
 		t.Fatalf("write after idle: %v", err)
+	}
+}
+
+// TestHeadOfAStreamDoesNotHoldTheConnection: a HEAD of a followed stream
+// (and of a waiting status) answers its headers and ends, so the next
+// request on the same kept-alive connection is served; before, it waited
+// out the whole max_wait while the stream ran for nobody.
+func TestHeadOfAStreamDoesNotHoldTheConnection(t *testing.T) {
+	ts := newTestServer(t, nil)
+	st := atCreate(t, ts, `{"argv":["sleep","300"]}`)
+	defer atDo(t, "POST", ts.URL+"/v1/commands/"+st.CommandID+"/kill", "", nil)
+	c, err := net.Dial("tcp", strings.TrimPrefix(ts.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	br := bufio.NewReader(c)
+	// The client gives up long before the 60 s window and the 20 s wait:
+	// only an answer that does not wait for them passes.
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	for _, path := range []string{
+		"/v1/commands/" + st.CommandID + "/output?follow=true&max_wait=60",
+		"/v1/commands/" + st.CommandID + "?wait=20",
+	} {
+		fmt.Fprintf(c, "HEAD %s HTTP/1.1\r\nHost: x\r\n\r\n", path)
+		resp, err := http.ReadResponse(br, &http.Request{Method: "HEAD"})
+		if err != nil {
+			t.Fatalf("HEAD %s: %v", path, err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || resp.Close {
+			t.Fatalf("HEAD %s: %d close=%v; want 200 on a kept-alive connection", path, resp.StatusCode, resp.Close)
+		}
+	}
+	fmt.Fprintf(c, "GET /v1/health HTTP/1.1\r\nHost: x\r\n\r\n")
+	resp, err := http.ReadResponse(br, &http.Request{Method: "GET"})
+	if err != nil {
+		t.Fatalf("the request after the HEADs on the same connection: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("health after the HEADs: %d", resp.StatusCode)
 	}
 }
