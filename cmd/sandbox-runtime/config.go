@@ -78,6 +78,9 @@ func secondsSetting(p *time.Duration, allowZero bool) func(string) error {
 		if f < 0 || (f == 0 && !allowZero) {
 			return fmt.Errorf("%v seconds is out of range", f)
 		}
+		if maxSeconds := float64(math.MaxInt64 / int64(time.Second)); f > maxSeconds {
+			return fmt.Errorf("%v seconds is more than the %.0f a duration can hold", f, maxSeconds)
+		}
 		*p = time.Duration(f * float64(time.Second))
 		return nil
 	}

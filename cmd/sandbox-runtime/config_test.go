@@ -193,6 +193,7 @@ func TestLoadConfigRefusals(t *testing.T) {
 		{"zero timeout", []string{"--default-timeout-seconds=0"}, nil, "--default-timeout-seconds"},
 		{"infinite seconds", nil, map[string]string{"SANDBOX_EXEC_TIMEOUT_SECONDS": "Inf"}, "SANDBOX_EXEC_TIMEOUT_SECONDS"},
 		{"fractional count", nil, map[string]string{"SANDBOX_MAX_RETAINED": "1.5"}, "SANDBOX_MAX_RETAINED"},
+		{"seconds past a duration", []string{"--result-ttl-seconds=1e10"}, nil, "--result-ttl-seconds: 1e+10 seconds is more than the 9223372036 a duration can hold"},
 		{"zero running", []string{"--max-running=0"}, nil, "--max-running"},
 		{"base dir is a file", []string{"--base-dir=/dev/null"}, nil, "/dev/null"},
 		{"positional argument", []string{"serve"}, nil, "unexpected arguments"},
