@@ -521,6 +521,15 @@ expect_exited '["python3","-c","import os, sys; print(os.getcwd(), os.getuid(), 
 expect_execute 'python3 -c "print(6 * 7)"' '{"stdout":"42\n","stderr":"","exit_code":0}'
 expect_execute "sh -c 'echo out; echo err >&2; exit 3'" '{"stdout":"out\n","stderr":"err\n","exit_code":3}'
 
+# The README's first screen: the CLI on the host against the container.
+cli_out=$(dist/sandbox-runtime exec --url "$base" -- python3 -c 'print(6 * 7)' 2>"$T/cli.err") ||
+	fail "sandbox-runtime exec against the container: exit $? $(cat "$T/cli.err")"
+[[ $cli_out == 42 ]] || fail "sandbox-runtime exec against the container printed $(q "$cli_out"), want 42"
+cli_rc=0
+dist/sandbox-runtime exec --url "$base" -- sh -c 'echo err >&2; exit 3' 2>"$T/cli.err" >/dev/null || cli_rc=$?
+[[ $cli_rc == 3 && $(cat "$T/cli.err") == err ]] || fail "sandbox-runtime exec -- sh -c 'exit 3': exit $cli_rc, stderr $(q "$(cat "$T/cli.err")"), want 3 and err"
+say "  host CLI against the container: exec -- python3 -c 'print(6 * 7)' printed 42; exit 3 and stderr passed through"
+
 # Orphans: each ( sleep & ) leaves a sleep whose parent is gone; it is
 # reparented to PID 1, the daemon, which must reap it when it exits.
 before=$(orphans_reaped)
