@@ -519,23 +519,32 @@ func TestAttachCloseDoesNotRedial(t *testing.T) {
 	}
 }
 
-// TestQuietAttachmentResumesAfterABlip (F15): an attachment that has been
-// quiet for longer than RetryFor is still re-dialled when its connection
-// breaks: the time without progress counts from the break.
-func TestQuietAttachmentResumesAfterABlip(t *testing.T) {
-	t.Parallel()
+// quietCat starts a quiet `cat` with stdin on a new daemon, and returns a
+// client (RetryFor retryFor) that reaches the daemon through a proxy the
+// test can take down, and one that reaches it directly.
+func quietCat(t *testing.T) (ctx context.Context, p *cutProxy, c, direct *Client, st *wire.Status, retryFor time.Duration) {
+	t.Helper()
 	d := startDaemon(t)
-	ctx := testCtx(t, time.Minute)
-	p := newCutProxy(t, strings.TrimPrefix(d.url, "http://"), 1<<30, 1, slices.Repeat([]cutLimits{{-1, -1}}, 16)...)
-	const retryFor = 300 * time.Millisecond
-	c := newClient(t, p.url(), Options{RetryFor: retryFor})
-	direct := newClient(t, d.url, Options{})
+	ctx = testCtx(t, time.Minute)
+	p = newCutProxy(t, strings.TrimPrefix(d.url, "http://"), 1<<30, 1, slices.Repeat([]cutLimits{{-1, -1}}, 16)...)
+	retryFor = 300 * time.Millisecond
+	c = newClient(t, p.url(), Options{RetryFor: retryFor})
+	direct = newClient(t, d.url, Options{})
 	req := helperReq("cat")
 	req.Stdin = true
 	st, err := direct.Start(ctx, req)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return ctx, p, c, direct, st, retryFor
+}
+
+// TestQuietAttachmentResumesAfterABlip (F15): an attachment that has been
+// quiet for longer than RetryFor is still re-dialled when its connection
+// breaks: the time without progress counts from the break.
+func TestQuietAttachmentResumesAfterABlip(t *testing.T) {
+	t.Parallel()
+	ctx, p, c, direct, st, retryFor := quietCat(t)
 	defer direct.Kill(ctx, st.CommandID)
 	a, err := c.Attach(ctx, st.CommandID, 0)
 	if err != nil {
@@ -643,18 +652,7 @@ func TestCreateNaNTimeoutIsAnError(t *testing.T) {
 // stream quiet for longer than RetryFor is re-opened when it breaks.
 func TestQuietFollowResumesAfterABlip(t *testing.T) {
 	t.Parallel()
-	d := startDaemon(t)
-	ctx := testCtx(t, time.Minute)
-	p := newCutProxy(t, strings.TrimPrefix(d.url, "http://"), 1<<30, 1, slices.Repeat([]cutLimits{{-1, -1}}, 16)...)
-	const retryFor = 300 * time.Millisecond
-	c := newClient(t, p.url(), Options{RetryFor: retryFor})
-	direct := newClient(t, d.url, Options{})
-	req := helperReq("cat")
-	req.Stdin = true
-	st, err := direct.Start(ctx, req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, p, c, direct, st, retryFor := quietCat(t)
 	defer direct.Kill(ctx, st.CommandID)
 	var got bytes.Buffer
 	done := make(chan error, 1)

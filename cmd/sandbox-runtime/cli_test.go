@@ -567,9 +567,23 @@ type ptyState = wire.Status
 // 30 s (tmux offers no event to wait on, so the test reads the daemon).
 func waitDaemon(t *testing.T, d *cliDaemon, what string, ok func(*ptyState) bool) {
 	t.Helper()
+	waitOne(t, d, "?state=running", what, ok)
+}
+
+// waitFinishedOne polls the daemon's list until it holds one command and
+// that one has finished, within 30 s, and returns it.
+func waitFinishedOne(t *testing.T, d *cliDaemon) wire.Status {
+	t.Helper()
+	return waitOne(t, d, "", "the command to finish", func(st *wire.Status) bool { return st.State.Finished() })
+}
+
+// waitOne polls GET /v1/commands+query until it lists exactly one command
+// for which ok holds, within 30 s, and returns that command.
+func waitOne(t *testing.T, d *cliDaemon, query, what string, ok func(*wire.Status) bool) wire.Status {
+	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		resp, err := http.Get(d.url + "/v1/commands?state=running")
+		resp, err := http.Get(d.url + "/v1/commands" + query)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -577,35 +591,12 @@ func waitDaemon(t *testing.T, d *cliDaemon, what string, ok func(*ptyState) bool
 		json.NewDecoder(resp.Body).Decode(&l)
 		resp.Body.Close()
 		if len(l.Commands) == 1 && ok(&l.Commands[0]) {
-			return
+			return l.Commands[0]
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("waited 30 s for %s: %+v", what, l)
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-// waitFinishedOne polls the daemon's list until it holds one command and
-// that one has finished, within 30 s, and returns it.
-func waitFinishedOne(t *testing.T, d *cliDaemon) wire.Status {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		resp, err := http.Get(d.url + "/v1/commands")
-		if err != nil {
-			t.Fatal(err)
-		}
-		var l wire.CommandList
-		json.NewDecoder(resp.Body).Decode(&l)
-		resp.Body.Close()
-		if len(l.Commands) == 1 && l.Commands[0].State.Finished() {
-			return l.Commands[0]
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("waited 30 s for the command to finish: %+v", l)
-		}
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond) // polling: the daemon has no event for this
 	}
 }
 
