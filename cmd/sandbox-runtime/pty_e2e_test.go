@@ -33,17 +33,7 @@ func TestE2ETerminalThroughTmux(t *testing.T) {
 	}
 	d := startDaemon(t)
 	sock := "sandbox-e2e-" + strconv.Itoa(os.Getpid())
-	run := func(args ...string) string {
-		t.Helper()
-		cmd := exec.Command(tmux, append([]string{"-L", sock, "-f", "/dev/null"}, args...)...)
-		cmd.Env = cleanEnv() // the tmux server and its panes: no SANDBOX_* of the developer's
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("tmux %v: %v\n%s", args, err, out)
-		}
-		return string(out)
-	}
-	t.Cleanup(func() { exec.Command(tmux, "-L", sock, "kill-server").Run() })
+	run := tmuxServer(t, tmux, sock)
 	// The pane keeps the client's exit code on screen, then waits.
 	start := func(name string, cols, rows int, args ...string) {
 		cmd := binPath + " " + strings.Join(args, " ") + "; echo CLIENT-EXIT=$?; read x"
@@ -257,17 +247,7 @@ func TestTerminalKeysSurviveAReconnect(t *testing.T) {
 	d := startDaemon(t)
 	p := newBlipProxy(t, d.url)
 	sock := "sandbox-f07-" + strconv.Itoa(os.Getpid())
-	run := func(args ...string) string {
-		t.Helper()
-		cmd := exec.Command(tmux, append([]string{"-L", sock, "-f", "/dev/null"}, args...)...)
-		cmd.Env = cleanEnv()
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("tmux %v: %v\n%s", args, err, out)
-		}
-		return string(out)
-	}
-	t.Cleanup(func() { exec.Command(tmux, "-L", sock, "kill-server").Run() })
+	run := tmuxServer(t, tmux, sock)
 	waitPane := func(want string) {
 		t.Helper()
 		deadline := time.Now().Add(30 * time.Second)
@@ -313,17 +293,7 @@ func TestTerminalDetachFromAPipeCommand(t *testing.T) {
 	var st wire.Status
 	d.doJSON(ctx, "POST", "/v1/commands", wire.CreateRequest{Argv: []string{"sh", "-c", "echo watching-$((6*7)); exec sleep 60"}}, 201, &st)
 	sock := "sandbox-f08-" + strconv.Itoa(os.Getpid())
-	run := func(args ...string) string {
-		t.Helper()
-		cmd := exec.Command(tmux, append([]string{"-L", sock, "-f", "/dev/null"}, args...)...)
-		cmd.Env = cleanEnv()
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("tmux %v: %v\n%s", args, err, out)
-		}
-		return string(out)
-	}
-	t.Cleanup(func() { exec.Command(tmux, "-L", sock, "kill-server").Run() })
+	run := tmuxServer(t, tmux, sock)
 	pane := "p"
 	waitPane := func(want string) {
 		t.Helper()
@@ -363,4 +333,21 @@ func TestTerminalDetachFromAPipeCommand(t *testing.T) {
 		t.Errorf("after the detach: %s; want running", now.State)
 	}
 	d.doJSON(ctx, "POST", "/v1/commands/"+shell.CommandID+"/kill", nil, 200, nil)
+}
+
+// tmuxServer returns a runner of tmux commands on a private server named
+// sock (killed when the test ends). The server and its panes get a clean
+// environment: no SANDBOX_* of the developer's.
+func tmuxServer(t *testing.T, tmux, sock string) func(args ...string) string {
+	t.Cleanup(func() { exec.Command(tmux, "-L", sock, "kill-server").Run() })
+	return func(args ...string) string {
+		t.Helper()
+		cmd := exec.Command(tmux, append([]string{"-L", sock, "-f", "/dev/null"}, args...)...)
+		cmd.Env = cleanEnv()
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("tmux %v: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
 }
