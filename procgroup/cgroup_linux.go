@@ -706,7 +706,8 @@ func selfComm() string {
 // /proc/<pid>/stat): its owner is alive when a process <pid> with that start
 // time is (a PID-1 runtime's tree names pid 1, which is always alive: the
 // start time tells a restarted runtime from the one that made the tree).
-// Older trees are sandbox-runtime-<pid>-<rand> and judged by the pid alone.
+// Older trees are sandbox-runtime-<pid>-<rand> and judged by the pid alone
+// (by their daemon leaves alone when the pid is 1).
 //
 // A tree whose owner is not alive here is stale when none of its daemon
 // leaves (daemon, daemon-<N>) has a process and either it has one (its
@@ -835,7 +836,9 @@ func ownerAlive(name string) bool {
 		return false
 	}
 	if len(parts) == 2 {
-		return unix.Kill(pid, 0) != unix.ESRCH
+		// The older names: pid 1 is always alive, so it tells nothing
+		// (its daemon leaves still keep a live runtime's tree).
+		return pid != 1 && unix.Kill(pid, 0) != unix.ESRCH
 	}
 	start, err := strconv.ParseUint(parts[1], 10, 64)
 	if err != nil {

@@ -606,19 +606,20 @@ func TestRemoveStalePID1Tree(t *testing.T) {
 	}
 	root := filepath.Join(mount, own)
 	dead := filepath.Join(root, fmt.Sprintf("sandbox-runtime-1-%d-deadbeef", startTime(1)+7))
+	deadOld := filepath.Join(root, "sandbox-runtime-1-0ldf0rm") // the older names
 	alive := filepath.Join(root, fmt.Sprintf("sandbox-runtime-1-%d-a11ce000", startTime(1)))
 	young := filepath.Join(root, fmt.Sprintf("sandbox-runtime-%d-%d-0000babe", 1<<23, uptimeTicks()))
 	if startTime(1)+7 >= uptimeTicks() {
 		t.Skip("pid 1 started under a second ago")
 	}
 	t.Cleanup(func() {
-		for _, b := range []string{dead, alive, young} {
+		for _, b := range []string{dead, deadOld, alive, young} {
 			for _, d := range []string{b + "/commands/c1", b + "/commands", b + "/daemon-2", b + "/daemon", b} {
 				os.Remove(d)
 			}
 		}
 	})
-	for _, b := range []string{dead, alive, young} {
+	for _, b := range []string{dead, deadOld, alive, young} {
 		for _, d := range []string{b, b + "/daemon", b + "/daemon-2", b + "/commands", b + "/commands/c1"} {
 			if err := os.Mkdir(d, 0o755); err != nil {
 				t.Skipf("the cgroup v2 tree is not writable here: %v", err)
@@ -626,8 +627,10 @@ func TestRemoveStalePID1Tree(t *testing.T) {
 		}
 	}
 	removeStale(root)
-	if _, err := os.Stat(dead); !os.IsNotExist(err) {
-		t.Errorf("the tree of a dead PID-1 runtime %s still exists: %v", dead, err)
+	for _, b := range []string{dead, deadOld} {
+		if _, err := os.Stat(b); !os.IsNotExist(err) {
+			t.Errorf("the tree of a dead PID-1 runtime %s still exists: %v", b, err)
+		}
 	}
 	for _, b := range []string{alive, young} {
 		if _, err := os.Stat(b + "/commands/c1"); err != nil {
