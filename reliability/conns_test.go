@@ -449,7 +449,9 @@ func TestAttachFlood(t *testing.T) {
 	if probeFails > 0 {
 		t.Errorf("%d of %d health probes failed (first: %s)", probeFails, probes, firstFail)
 	}
-	if len(open) != wantMax || refused != attachments-wantMax {
+	// Exactly wantMax open and the rest refused; a dial that failed some
+	// other way (a loaded machine) only loosens that by itself.
+	if len(open) > wantMax || len(open) < wantMax-len(otherErr) || refused < attachments-wantMax-len(otherErr) || len(otherErr) > 4 {
 		t.Errorf("%d attachments open and %d refused with 503 too_busy; want %d and %d (others: %q)", len(open), refused, wantMax, attachments-wantMax, otherErr)
 	}
 	if maxFDs >= fdLimit-16 {
