@@ -169,6 +169,12 @@ func (s *Server) attach(w http.ResponseWriter, r *http.Request) {
 		fail(w, runtime.ErrShuttingDown)
 		return
 	}
+	release, ok := s.conns.admitAttach(requestConn(r.Context()))
+	if !ok {
+		s.conns.refuseAttach(w)
+		return
+	}
+	defer release() // the connection stays counted until the attachment ends
 	pingPeriod, pongWait, writeWait := attachTimings(s.opts.HeartbeatInterval)
 	up := websocket.Upgrader{
 		HandshakeTimeout: writeWait,

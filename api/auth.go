@@ -1,12 +1,17 @@
 package api
 
 import (
+	"context"
 	"crypto/subtle"
 	"errors"
+	"fmt"
+	"io"
+	"io/fs"
 	"net/http"
 	"os"
 	"strings"
-	"sync"
+	"sync/atomic"
+	"syscall"
 	"time"
 
 	"go.uber.org/zap"
@@ -16,52 +21,144 @@ import (
 // wants a changed file to take effect within 5 s.
 const tokenRecheck = 2 * time.Second
 
+// MaxTokenFileBytes bounds a token file (protocol.md §6): a bearer token is
+// a few dozen bytes, and a file larger than this is refused at start and on
+// every re-read, never read whole (a 300 MB file, or a symlink to
+// /dev/zero, must not cost the daemon its memory).
+const MaxTokenFileBytes = 4 << 10
+
+// ReadTokenFile reads the token of a token file: the file's contents
+// without surrounding whitespace. It refuses (with an error that never
+// contains the token) a file that is missing or unreadable, not a regular
+// file once symlinks are followed (a FIFO, a device, a directory: the open
+// never blocks on one), larger than MaxTokenFileBytes, or blank.
+func ReadTokenFile(path string) ([]byte, error) {
+	// O_NONBLOCK: opening a FIFO or a device neither waits for a writer
+	// nor for a carrier. Symlinks are followed (a Kubernetes secret volume
+	// is a chain of them); what they lead to is checked on the open file.
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
+	if err != nil {
+		return nil, unwrapPath(err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, unwrapPath(err)
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("not a regular file (%s)", fileKind(fi.Mode()))
+	}
+	if fi.Size() > MaxTokenFileBytes {
+		return nil, fmt.Errorf("larger than %d bytes (%d)", MaxTokenFileBytes, fi.Size())
+	}
+	data, err := io.ReadAll(io.LimitReader(f, MaxTokenFileBytes+1))
+	if err != nil {
+		return nil, unwrapPath(err)
+	}
+	if len(data) > MaxTokenFileBytes { // it grew since the stat
+		return nil, fmt.Errorf("larger than %d bytes", MaxTokenFileBytes)
+	}
+	tok := []byte(strings.TrimSpace(string(data)))
+	if len(tok) == 0 {
+		return nil, errors.New("the file is empty")
+	}
+	return tok, nil
+}
+
+// unwrapPath drops the *fs.PathError around err: callers name the file.
+func unwrapPath(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
+func fileKind(m fs.FileMode) string {
+	switch {
+	case m&fs.ModeNamedPipe != 0:
+		return "a FIFO"
+	case m&fs.ModeCharDevice != 0:
+		return "a character device"
+	case m&fs.ModeDevice != 0:
+		return "a block device"
+	case m&fs.ModeSocket != 0:
+		return "a socket"
+	case m.IsDir():
+		return "a directory"
+	}
+	return m.Type().String()
+}
+
 // tokenAuth checks bearer tokens against a file that may change while the
-// runtime runs. With no file configured every request is allowed. A re-read
-// that fails (the file is gone, unreadable or blank) refuses every protected
-// request until a re-read succeeds, and is logged at error level each time
-// (at most once per tokenRecheck).
+// runtime runs. With no file configured every request is allowed.
+//
+// The file is read by one goroutine (run), every tokenRecheck; requests
+// only load the token it last read, so no request ever waits on file I/O.
+// A re-read that fails (the file is gone, unreadable, not a regular file,
+// too large or blank) keeps the last good token and is logged at error
+// level with the cause each time (at most once per tokenRecheck); the
+// recovery is logged once. Before any good read every protected request is
+// refused.
 type tokenAuth struct {
 	path string
 	log  *zap.Logger
 
-	mu        sync.Mutex // guards the fields below
-	token     []byte     // the file's contents without surrounding whitespace
-	checkedAt time.Time
-	loadErr   bool // the file could not be read: refuse everything
+	token  atomic.Pointer[[]byte] // the last good token; nil: none yet
+	failed bool                   // the last re-read failed; owned by run
+	done   chan struct{}          // closed when run has returned
 }
 
-func newTokenAuth(path string, log *zap.Logger) *tokenAuth {
-	return &tokenAuth{path: path, log: log}
-}
-
-// current returns the token, re-reading the file when it changed.
-func (a *tokenAuth) current() ([]byte, bool) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	now := time.Now()
-	if !a.checkedAt.IsZero() && now.Sub(a.checkedAt) < tokenRecheck {
-		return a.token, !a.loadErr
+// newTokenAuth reads the file once and, with a file configured, re-reads
+// it every tokenRecheck until ctx is done (stop waits for that).
+func newTokenAuth(ctx context.Context, path string, log *zap.Logger) *tokenAuth {
+	a := &tokenAuth{path: path, log: log, done: make(chan struct{})}
+	if path == "" {
+		close(a.done)
+		return a
 	}
-	a.checkedAt = now
-	// Re-read on every check: a rewrite with a token of the same size
-	// within one mtime tick must not go unnoticed, and the file is tiny.
-	data, err := os.ReadFile(a.path)
-	tok := []byte(strings.TrimSpace(string(data)))
-	if err != nil || len(tok) == 0 {
-		if err == nil {
-			err = errors.New("the file is empty")
+	a.reload()
+	go a.run(ctx)
+	return a
+}
+
+func (a *tokenAuth) run(ctx context.Context) {
+	defer close(a.done)
+	t := time.NewTicker(tokenRecheck)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			a.reload()
 		}
-		a.log.Error("token file unusable: every protected request is refused until it is fixed",
-			zap.String("token_file", a.path), zap.Error(err))
-		a.loadErr = true // an empty or unreadable token file locks everything
-		return nil, false
 	}
-	if a.loadErr {
+}
+
+// stop waits for the re-reading goroutine to end; its context must be done.
+func (a *tokenAuth) stop() { <-a.done }
+
+// reload reads the file once. Only newTokenAuth and run call it, one at a
+// time. Re-read on every tick: a rewrite with a token of the same size
+// within one mtime tick must not go unnoticed, and the file is small.
+func (a *tokenAuth) reload() {
+	tok, err := ReadTokenFile(a.path)
+	if err != nil {
+		kept := a.token.Load() != nil
+		msg := "token file unusable: every protected request is refused until it is fixed"
+		if kept {
+			msg = "token file unusable: the last good token stays in force until it is fixed"
+		}
+		a.log.Error(msg, zap.String("token_file", a.path), zap.Error(err), zap.Bool("kept_last_token", kept))
+		a.failed = true
+		return
+	}
+	if a.failed {
 		a.log.Info("token file readable again", zap.String("token_file", a.path))
+		a.failed = false
 	}
-	a.token, a.loadErr = tok, false
-	return a.token, true
+	a.token.Store(&tok)
 }
 
 // allowed reports whether r carries the configured token.
@@ -69,13 +166,13 @@ func (a *tokenAuth) allowed(r *http.Request) bool {
 	if a.path == "" {
 		return true
 	}
-	want, ok := a.current()
-	if !ok {
+	want := a.token.Load()
+	if want == nil {
 		return false
 	}
 	scheme, got, found := strings.Cut(strings.TrimSpace(r.Header.Get("Authorization")), " ")
 	if !found || !strings.EqualFold(scheme, "Bearer") {
 		return false
 	}
-	return subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), want) == 1
+	return subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), *want) == 1
 }

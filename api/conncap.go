@@ -2,6 +2,7 @@ package api
 
 import (
 	"container/list"
+	"fmt"
 	"net"
 	"net/http"
 	"sync"
@@ -36,23 +37,35 @@ import (
 // plus (L−512)/16 bodies in flight of up to 3 more fds each (a PUT holds
 // the base dir, the parent dir and its temporary file): at most L − 512 in
 // all.
+//
+// WebSocket attachments are connections net/http no longer tracks once
+// hijacked: 4,500 of them took all 4,096 fds. They stay counted here, in
+// the same map, from the upgrade until the attachment ends, and are never
+// closed for the cap; at most maxAttach = maxConns/2 = (L−512)×3/8 of them
+// (1,344 at 4,096 fds) are open at once, so that at least half the cap is
+// left to requests, health probes first. One more is refused before the
+// upgrade with 503 too_busy (admitAttach).
 type connLimiter struct {
 	soft, hard int
+	maxAttach  int
 	log        *zap.Logger
 
-	mu    sync.Mutex
-	conns map[net.Conn]*connEntry
-	quiet list.List // new and idle connections, longest waiting first
-	busy  list.List // connections with a request in progress, oldest first
+	mu       sync.Mutex
+	conns    map[net.Conn]*connEntry
+	quiet    list.List // new and idle connections, longest waiting first
+	busy     list.List // connections with a request in progress, oldest first
+	attached int       // attachments admitted and not yet ended (some may not be in conns)
 
 	shed     atomic.Int64 // connections closed for the cap
 	lastWarn atomic.Int64 // unix nanoseconds of the last warning
 }
 
 type connEntry struct {
-	c  net.Conn
-	in *list.List
-	el *list.Element
+	c        net.Conn
+	in       *list.List
+	el       *list.Element
+	attached bool // admitted as an attachment: kept counted once hijacked
+	hijacked bool // net/http no longer serves it
 }
 
 func (e *connEntry) move(to *list.List) {
@@ -80,10 +93,63 @@ func maxConnsFor(fdLimit uint64) (soft, hard int) {
 	return soft, hard
 }
 
+// maxAttachFor is the number of WebSocket attachments open at once for a
+// connection cap.
+func maxAttachFor(soft int) int { return max(minBodies, soft/2) }
+
 func newConnLimiter(fdLimit uint64, log *zap.Logger) *connLimiter {
 	l := &connLimiter{log: log, conns: map[net.Conn]*connEntry{}}
 	l.soft, l.hard = maxConnsFor(fdLimit)
+	l.maxAttach = maxAttachFor(l.soft)
 	return l
+}
+
+// admitAttach counts c (nil: a connection this limiter does not see) as a
+// WebSocket attachment until release is called, or reports false when
+// maxAttach attachments are open already. An admitted connection stays
+// counted against the cap once hijacked, and is never closed for it.
+func (l *connLimiter) admitAttach(c net.Conn) (release func(), ok bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.attached >= l.maxAttach {
+		return nil, false
+	}
+	l.attached++
+	e := l.conns[c]
+	if e != nil {
+		e.attached = true
+	}
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			l.attached--
+			switch {
+			case e == nil || l.conns[c] != e:
+			case e.hijacked: // the attachment is over: so is the connection
+				delete(l.conns, c)
+			default: // the upgrade failed: net/http serves it on
+				e.attached = false
+			}
+		})
+	}, true
+}
+
+// refuseAttach answers an attachment admitAttach refused: 503 too_busy,
+// before any upgrade.
+func (l *connLimiter) refuseAttach(w http.ResponseWriter) {
+	w.Header().Set("Retry-After", "1")
+	w.Header().Set("Connection", "close")
+	writeError(w, http.StatusServiceUnavailable, "too_busy",
+		fmt.Sprintf("%d WebSocket attachments are open (the limit); retry", l.maxAttach), nil)
+}
+
+// attachments is the number of attachments admitted and not yet ended.
+func (l *connLimiter) attachments() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.attached
 }
 
 // ConnState is for http.Server.ConnState: it counts the open connections
@@ -122,7 +188,15 @@ func (l *connLimiter) connState(c net.Conn, st http.ConnState) {
 		if e != nil {
 			e.move(&l.busy)
 		}
-	case http.StateHijacked, http.StateClosed:
+	case http.StateHijacked:
+		if e != nil {
+			e.remove() // off the lists overCap takes from
+			e.hijacked = true
+			if !e.attached {
+				delete(l.conns, c)
+			} // an attachment stays counted until its release
+		}
+	case http.StateClosed:
 		if e != nil {
 			e.remove()
 			delete(l.conns, c)

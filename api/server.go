@@ -32,7 +32,8 @@ type Options struct {
 	Version string // reported in /v1/info and the Sandbox-Runtime-Version header
 	BaseDir string // SANDBOX_BASE_DIR, the root of /v1/files
 	// TokenFile, when set, holds the bearer token every route but GET / and
-	// GET /v1/health requires. It is re-read when it changes.
+	// GET /v1/health requires. It is re-read every 2 s until EndStreams
+	// (auth.go).
 	TokenFile string
 	// HeartbeatInterval is the silence after which a stream sends a heartbeat
 	// line (and the WebSocket ping period). Default 10 s.
@@ -100,7 +101,7 @@ func New(m *runtime.Manager, opts Options) *Server {
 	s.bodies.refuse = s.refuse
 	s.conns = newConnLimiter(fdSoftLimit(), s.log.Named("conns"))
 	s.streamsCtx, s.stopStreams = context.WithCancel(context.Background())
-	s.auth = newTokenAuth(opts.TokenFile, s.log.Named("auth"))
+	s.auth = newTokenAuth(s.streamsCtx, opts.TokenFile, s.log.Named("auth"))
 	s.origins = newOriginPolicy(opts.AllowedOrigins)
 	s.routes = s.routeTable()
 	mux := http.NewServeMux()
@@ -161,8 +162,9 @@ func (s *Server) SetDraining() { s.draining.Store(true) }
 // `end` event (reason shutting_down) and closes hijacked connections, which
 // http.Server.Shutdown does not track.
 func (s *Server) EndStreams() {
-	s.stopStreams()
+	s.stopStreams() // also ends the token file's re-reads
 	s.hijacked.closeAll()
+	s.auth.stop()
 }
 
 func (s *Server) methodHandler(r httpx.Route) http.Handler {

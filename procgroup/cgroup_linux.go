@@ -41,7 +41,8 @@ type Isolation struct {
 	Mode   string // ModeCgroup or ModeThreads
 	Reason string // why this mode (what was found, what failed)
 	// Cgroup is the directory of the runtime's tree (cgroup mode): the runtime
-	// in Cgroup/daemon (when it moved itself), commands in Cgroup/commands/c<N>.
+	// in Cgroup/daemon (when it moved itself; Cgroup/daemon-<N> after it had to
+	// move into a fresh leaf), commands in Cgroup/commands/c<N>.
 	Cgroup string
 	// Controllers lists the controllers enabled for the commands (cgroup mode).
 	Controllers []string
@@ -69,14 +70,20 @@ type CgroupOptions struct {
 
 // cgroupTree is the runtime's own cgroup v2 tree. Its fields are written by
 // UseCgroups before any Start sees the tree and never change afterwards, except
-// lingering (guarded by mu).
+// lingering and doomed (guarded by mu) and the runtime's leaf (selfMu).
 type cgroupTree struct {
 	log      *zap.Logger
 	root     string // where the tree was built
-	base     string // root/sandbox-runtime-<pid>
-	daemon   string // base/daemon, "" when the process did not move
+	base     string // root/sandbox-runtime-<pid>-<start time>-<rand>
 	orig     string // the cgroup the process came from (moved back on Close)
 	commands string // base/commands: parent of every command's cgroup
+
+	// The runtime's leaf, when it moved itself: base/daemon, or
+	// base/daemon-<N> once it had to move into a fresh one (relocate).
+	selfMu   sync.Mutex             // guards daemon and leaves; held by relocate
+	daemon   string                 // "" when the process did not move
+	leaves   int                    // leaves made so far
+	selfLine atomic.Pointer[string] // the "0::…" line /proc/self/cgroup shows in the leaf
 
 	seq seqCounter
 
@@ -185,7 +192,7 @@ func buildCgroupTree(log *zap.Logger, opts CgroupOptions) (*cgroupTree, string, 
 	t := &cgroupTree{
 		log:      log,
 		root:     root,
-		base:     filepath.Join(root, fmt.Sprintf("sandbox-runtime-%d-%08x", os.Getpid(), rand.Uint32())),
+		base:     filepath.Join(root, fmt.Sprintf("sandbox-runtime-%d-%d-%08x", os.Getpid(), startTime(os.Getpid()), rand.Uint32())),
 		commands: "",
 		orig:     filepath.Join(mount, own),
 	}
@@ -207,10 +214,11 @@ func buildCgroupTree(log *zap.Logger, opts CgroupOptions) (*cgroupTree, string, 
 		if err := os.Mkdir(d, 0o755); err != nil {
 			return fail("creating "+d, err)
 		}
-		t.daemon = d
+		t.daemon, t.leaves = d, 1
 		if err := writeFile(filepath.Join(d, "cgroup.procs"), strconv.Itoa(os.Getpid())); err != nil {
 			return fail("moving the runtime into "+d, err)
 		}
+		t.noteSelf()
 	}
 	// Controllers for the commands: root → base → commands → c<N>.
 	want := []string{}
@@ -542,6 +550,7 @@ func (t *cgroupTree) sweep() {
 // as stale for the next runtime's removeStale.
 func (t *cgroupTree) remove() {
 	t.stopWorker()
+	t.checkSelf() // out of the commands' cgroups before their cgroup.kill
 	if t.commands != "" {
 		// What is left in the commands' cgroups has outlived its command
 		// (a background job, a setsid escapee of a finished command):
@@ -558,24 +567,156 @@ func (t *cgroupTree) remove() {
 			t.log.Warn("command cgroups still have members; left in place", zap.String("cgroup", t.commands))
 		}
 	}
-	if t.daemon != "" {
+	t.selfMu.Lock()
+	daemon := t.daemon
+	t.selfMu.Unlock()
+	if daemon != "" {
 		if err := writeFile(filepath.Join(t.orig, "cgroup.procs"), strconv.Itoa(os.Getpid())); err == nil && commandsGone {
-			unix.Rmdir(t.daemon)
+			unix.Rmdir(daemon)
 		}
 	}
 	unix.Rmdir(t.base)
 }
 
+// noteSelf records the line /proc/self/cgroup shows now, in the leaf, for
+// checkSelf. selfMu is held (or the tree is not shared yet).
+func (t *cgroupTree) noteSelf() {
+	var buf [4096]byte
+	if b, err := readSmall("/proc/self/cgroup", buf[:]); err == nil {
+		line := unifiedLine(b)
+		t.selfLine.Store(&line)
+	}
+}
+
+// unifiedLine returns the "0::…" line of a /proc/<pid>/cgroup text.
+func unifiedLine(b []byte) string {
+	for len(b) > 0 {
+		var line []byte
+		line, b, _ = bytes.Cut(b, []byte("\n"))
+		if bytes.HasPrefix(line, []byte("0::")) {
+			return string(line)
+		}
+	}
+	return ""
+}
+
+// checkSelf is called before every command's fork (one read of
+// /proc/self/cgroup, a few µs). A command that shares the runtime's uid can
+// write the cgroup.procs of its own cgroup with the runtime's pid (PID 1):
+// the runtime then sits among that command's processes, under its limits,
+// and in reach of its cgroup.kill (after which the kernel kills every
+// child the runtime clones into another cgroup: killedAtFork). When the
+// runtime is no longer in its leaf, it moves into a fresh one.
+func (t *cgroupTree) checkSelf() {
+	if t == nil {
+		return
+	}
+	want := t.selfLine.Load()
+	if want == nil {
+		return
+	}
+	var buf [4096]byte
+	b, err := readSmall("/proc/self/cgroup", buf[:])
+	if err != nil || unifiedLine(b) == *want {
+		return
+	}
+	t.relocate("the runtime was moved out of its cgroup leaf (into "+strings.TrimPrefix(unifiedLine(b), "0::")+"), by a command sharing its uid", false)
+}
+
+// relocate moves the runtime into a fresh leaf, base/daemon-<N>, and
+// removes the old one if it is empty: a leaf whose cgroup.kill was written,
+// or that a command moved the runtime out of, is not trusted again. Unless
+// always, nothing is done when the runtime is in its leaf after all (another
+// Start moved it meanwhile). The reason is logged with the move.
+func (t *cgroupTree) relocate(reason string, always bool) error {
+	t.selfMu.Lock()
+	defer t.selfMu.Unlock()
+	if t.daemon == "" {
+		return errors.New("the runtime did not move into a cgroup of its own")
+	}
+	var buf [4096]byte
+	if b, err := readSmall("/proc/self/cgroup", buf[:]); err == nil && !always {
+		if want := t.selfLine.Load(); want != nil && unifiedLine(b) == *want {
+			return nil // another Start moved it back meanwhile
+		}
+	}
+	old := t.daemon
+	t.leaves++
+	d := filepath.Join(t.base, "daemon-"+strconv.Itoa(t.leaves))
+	if err := os.Mkdir(d, 0o755); err != nil {
+		t.log.Error("cannot make a fresh cgroup leaf for the runtime", zap.String("reason", reason), zap.String("cgroup", d), zap.Error(err))
+		return err
+	}
+	if err := writeFile(filepath.Join(d, "cgroup.procs"), strconv.Itoa(os.Getpid())); err != nil {
+		unix.Rmdir(d)
+		t.log.Error("cannot move the runtime into a fresh cgroup leaf", zap.String("reason", reason), zap.String("cgroup", d), zap.Error(err))
+		return err
+	}
+	t.daemon = d
+	t.noteSelf()
+	unix.Rmdir(old) // empty now, unless a command moved a process of its own in
+	t.log.Warn("the runtime moved into a fresh cgroup leaf", zap.String("reason", reason),
+		zap.String("old", old), zap.String("cgroup", d))
+	return nil
+}
+
+// killedAtFork reports whether the child pid (not reaped: the caller holds
+// forkMu's read lock) is already dead by SIGKILL without having run the
+// program: still named as the runtime (comm) when it died. The kernel does
+// this to a child cloned with CLONE_INTO_CGROUP by a parent whose own
+// cgroup was killed (its kill sequence is compared with the target's).
+// One waitid (WNOHANG|WNOWAIT: left for the reaper) in the common case.
+func killedAtFork(pid int) bool {
+	var info unix.Siginfo
+	if err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOHANG|unix.WNOWAIT, nil); err != nil || info.Signo == 0 {
+		return false // still running (or not ours to judge)
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	// pid (comm) state … exit_code (the last field, in waitpid form)
+	open, end := bytes.IndexByte(b, '('), bytes.LastIndexByte(b, ')')
+	if open < 0 || end < open {
+		return false
+	}
+	comm := string(b[open+1 : end])
+	fields := strings.Fields(string(b[end+1:]))
+	if len(fields) < 2 || fields[0] != "Z" {
+		return false
+	}
+	code, err := strconv.Atoi(fields[len(fields)-1])
+	return err == nil && code == int(unix.SIGKILL) && comm == selfComm()
+}
+
+var (
+	selfCommOnce sync.Once
+	selfCommName string
+)
+
+// selfComm is the runtime's own comm (what a child is named until it execs).
+func selfComm() string {
+	selfCommOnce.Do(func() { selfCommName = readString("/proc/self/comm") })
+	return selfCommName
+}
+
 // removeStale removes the trees of runtimes that are gone (killed before
-// they could clean up). A tree is sandbox-runtime-<pid>-<rand>; it is stale
-// when no process <pid> is alive in this pid namespace and either its
-// daemon leaf is empty, or it has no daemon leaf (a runtime that did not
-// move itself, e.g. a test) and is older than staleUnmovedAge. The pid check
-// keeps the tree of a runtime that is still building it (its daemon leaf is
-// empty until it moves in) out of reach of another runtime starting at the
-// same moment; a tree made in another pid namespace may look alive here and
-// is then left, never removed by mistake: rmdir only ever removes empty
-// cgroups, so a command cgroup that still has processes stays in any case.
+// they could clean up). A tree is sandbox-runtime-<pid>-<start>-<rand>,
+// <start> being the start time of process <pid> (clock ticks since boot,
+// /proc/<pid>/stat): its owner is alive when a process <pid> with that start
+// time is (a PID-1 runtime's tree names pid 1, which is always alive: the
+// start time tells a restarted runtime from the one that made the tree).
+// Older trees are sandbox-runtime-<pid>-<rand> and judged by the pid alone
+// (by their daemon leaves alone when the pid is 1).
+//
+// A tree whose owner is not alive here is stale when none of its daemon
+// leaves (daemon, daemon-<N>) has a process and either it has one (its
+// runtime moved in) or it is older than staleUnmovedAge (a runtime that
+// did not move itself, e.g. a test). A process in another pid namespace
+// shows as 0 in cgroup.procs, so a live runtime there keeps its tree; one
+// that started under staleBuildAge ago may still be moving into its leaf
+// and is left too. rmdir only ever removes empty cgroups, so a command
+// cgroup that still has processes stays in any case.
 func removeStale(root string) {
 	entries, err := os.ReadDir(root)
 	if err != nil {
@@ -589,25 +730,48 @@ func removeStale(root string) {
 		if ownerAlive(e.Name()) {
 			continue
 		}
-		procs, err := os.ReadFile(filepath.Join(base, "daemon", "cgroup.procs"))
-		switch {
-		case err == nil && len(bytes.TrimSpace(procs)) > 0:
+		leaves, occupied := daemonLeaves(base)
+		if occupied {
 			continue // its runtime is alive in another pid namespace
-		case err != nil:
+		}
+		if len(leaves) == 0 {
 			info, serr := os.Stat(base)
 			if serr != nil || time.Since(info.ModTime()) < staleUnmovedAge {
 				continue
 			}
 		}
 		// Depth first (a command may have made cgroups of its own); a
-		// cgroup that still has processes stays, and then so does the
-		// daemon leaf that marks the tree as a dead runtime's.
+		// cgroup that still has processes stays, and then so do the
+		// daemon leaves that mark the tree as a dead runtime's.
 		if err := rmTree(filepath.Join(base, "commands")); err != nil {
 			continue
 		}
-		unix.Rmdir(filepath.Join(base, "daemon"))
+		for _, l := range leaves {
+			unix.Rmdir(l)
+		}
 		unix.Rmdir(base)
 	}
+}
+
+// daemonLeaves lists the daemon leaves of a tree and reports whether any
+// has a process (or cannot be read).
+func daemonLeaves(base string) (leaves []string, occupied bool) {
+	ents, err := os.ReadDir(base)
+	if err != nil {
+		return nil, true
+	}
+	for _, e := range ents {
+		if !e.IsDir() || (e.Name() != "daemon" && !strings.HasPrefix(e.Name(), "daemon-")) {
+			continue
+		}
+		l := filepath.Join(base, e.Name())
+		leaves = append(leaves, l)
+		procs, err := os.ReadFile(filepath.Join(l, "cgroup.procs"))
+		if err != nil || len(bytes.TrimSpace(procs)) > 0 {
+			occupied = true
+		}
+	}
+	return leaves, occupied
 }
 
 // rmTree removes the cgroup dir and every cgroup below it, deepest first
@@ -654,16 +818,70 @@ func waitUnpopulated(dir string, d time.Duration) bool {
 // another runtime removes it (its owner may be in another pid namespace).
 const staleUnmovedAge = 10 * time.Minute
 
-// ownerAlive reports whether the pid in a tree's name
-// (sandbox-runtime-<pid>-<rand>) is a live process here.
+// staleBuildAge: a runtime moves into its leaf within milliseconds of its
+// start; a tree whose owner started less than this ago is left alone.
+const staleBuildAge = 5 * time.Second
+
+// ownerAlive reports whether the owner named by a tree
+// (sandbox-runtime-<pid>-<start>-<rand>, or the older
+// sandbox-runtime-<pid>-<rand>) is a live process here, or may be a runtime
+// that started under staleBuildAge ago.
 func ownerAlive(name string) bool {
-	rest := strings.TrimPrefix(name, "sandbox-runtime-")
-	pidText, _, ok := strings.Cut(rest, "-")
-	pid, err := strconv.Atoi(pidText)
-	if !ok || err != nil || pid <= 0 {
+	parts := strings.Split(strings.TrimPrefix(name, "sandbox-runtime-"), "-")
+	if len(parts) < 2 {
 		return false
 	}
-	return unix.Kill(pid, 0) != unix.ESRCH
+	pid, err := strconv.Atoi(parts[0])
+	if err != nil || pid <= 0 {
+		return false
+	}
+	if len(parts) == 2 {
+		// The older names: pid 1 is always alive, so it tells nothing
+		// (its daemon leaves still keep a live runtime's tree).
+		return pid != 1 && unix.Kill(pid, 0) != unix.ESRCH
+	}
+	start, err := strconv.ParseUint(parts[1], 10, 64)
+	if err != nil {
+		return false
+	}
+	if st := startTime(pid); st != 0 && st == start {
+		return true
+	}
+	now := uptimeTicks()
+	return now == 0 || now < start+uint64(staleBuildAge/time.Second)*clockTicks
+}
+
+// clockTicks is USER_HZ, the unit of /proc/<pid>/stat's start time: 100 on
+// every Linux architecture Go supports.
+const clockTicks = 100
+
+// startTime returns the start time of pid in clock ticks since boot (field
+// 22 of /proc/<pid>/stat), or 0.
+func startTime(pid int) uint64 {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	end := bytes.LastIndexByte(b, ')')
+	if end < 0 {
+		return 0
+	}
+	f := strings.Fields(string(b[end+1:])) // f[0] is field 3 (state)
+	if len(f) < 20 {
+		return 0
+	}
+	n, _ := strconv.ParseUint(f[19], 10, 64)
+	return n
+}
+
+// uptimeTicks is the time since boot in clock ticks, or 0.
+func uptimeTicks() uint64 {
+	up, _, _ := strings.Cut(readString("/proc/uptime"), " ")
+	f, err := strconv.ParseFloat(up, 64)
+	if err != nil {
+		return 0
+	}
+	return uint64(f * clockTicks)
 }
 
 // ownCgroup2 returns the cgroup2 mount point and the process's path in it.

@@ -593,3 +593,48 @@ func TestRemoveStaleTrees(t *testing.T) {
 	// The sleep must leave the live tree's leaf before it can be removed.
 	writeFile(filepath.Join(root, "cgroup.procs"), strconv.Itoa(p.Pid))
 }
+
+// TestRemoveStalePID1Tree (issue 20 item 13): the tree of a PID-1 runtime
+// that was killed names pid 1, which is always alive; its start time in
+// the name tells it from the pid 1 alive now, so it is removed as stale.
+// A tree whose owner (pid and start time) is alive stays, and so does one
+// whose owner started under staleBuildAge ago (it may be moving in).
+func TestRemoveStalePID1Tree(t *testing.T) {
+	mount, own, err := ownCgroup2()
+	if err != nil {
+		t.Skipf("no cgroup v2 mount: %v", err)
+	}
+	root := filepath.Join(mount, own)
+	dead := filepath.Join(root, fmt.Sprintf("sandbox-runtime-1-%d-deadbeef", startTime(1)+7))
+	deadOld := filepath.Join(root, "sandbox-runtime-1-0ldf0rm") // the older names
+	alive := filepath.Join(root, fmt.Sprintf("sandbox-runtime-1-%d-a11ce000", startTime(1)))
+	young := filepath.Join(root, fmt.Sprintf("sandbox-runtime-%d-%d-0000babe", 1<<23, uptimeTicks()))
+	if startTime(1)+7 >= uptimeTicks() {
+		t.Skip("pid 1 started under a second ago")
+	}
+	t.Cleanup(func() {
+		for _, b := range []string{dead, deadOld, alive, young} {
+			for _, d := range []string{b + "/commands/c1", b + "/commands", b + "/daemon-2", b + "/daemon", b} {
+				os.Remove(d)
+			}
+		}
+	})
+	for _, b := range []string{dead, deadOld, alive, young} {
+		for _, d := range []string{b, b + "/daemon", b + "/daemon-2", b + "/commands", b + "/commands/c1"} {
+			if err := os.Mkdir(d, 0o755); err != nil {
+				t.Skipf("the cgroup v2 tree is not writable here: %v", err)
+			}
+		}
+	}
+	removeStale(root)
+	for _, b := range []string{dead, deadOld} {
+		if _, err := os.Stat(b); !os.IsNotExist(err) {
+			t.Errorf("the tree of a dead PID-1 runtime %s still exists: %v", b, err)
+		}
+	}
+	for _, b := range []string{alive, young} {
+		if _, err := os.Stat(b + "/commands/c1"); err != nil {
+			t.Errorf("%s lost its command cgroup: %v", b, err)
+		}
+	}
+}

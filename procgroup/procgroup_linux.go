@@ -370,6 +370,35 @@ func (r *Reaper) Start(spec Spec) (*Process, error) {
 	// On an exec failure ForkExec reaps the child itself with wait4(pid); our loop
 	// cannot run meanwhile because we hold the read lock.
 	pid, err := syscall.ForkExec(path, spec.Argv, attr)
+	if err == nil && cg != nil && killedAtFork(pid) {
+		// The kernel killed the child before it ran: the runtime's own
+		// cgroup was killed (cgroup.kill written by a command while the
+		// runtime was in it), which dooms every child cloned into another
+		// cgroup from there. The command never ran, so it is not reported
+		// as killed: the runtime moves into a fresh leaf and forks once
+		// more (the zombie is reaped as an orphan).
+		unix.Close(cgfd)
+		r.cg.release(cg)
+		cg, cgfd = nil, -1
+		attr.Sys.UseCgroupFD, attr.Sys.CgroupFD = false, 0
+		if rerr := r.cg.relocate("a command was killed by the kernel before it ran: the runtime's cgroup was killed", true); rerr == nil {
+			cg, cgfd = r.commandCgroup(attr.Sys)
+		}
+		if cg == nil {
+			err = unix.EAGAIN // refused below as resource exhausted, with the reason
+		} else if pid, err = syscall.ForkExec(path, spec.Argv, attr); err == nil && killedAtFork(pid) {
+			unix.Close(cgfd)
+			r.cg.release(cg)
+			cg, cgfd = nil, -1
+			err = unix.EAGAIN
+		}
+		if err == unix.EAGAIN {
+			r.forkMu.RUnlock()
+			closeAll()
+			return nil, &StartError{Op: "exec", Path: argv0, Errno: unix.EAGAIN,
+				Limit: "the runtime's cgroup was killed and it could not move into a fresh one; nothing ran"}
+		}
+	}
 	if err == unix.ENOSYS && cg != nil {
 		// clone3 is filtered (an old seccomp profile): no CLONE_INTO_CGROUP.
 		// Run this command as a process group only.
@@ -567,6 +596,9 @@ func (p *Process) kill() {
 	defer p.sigMu.Unlock()
 	p.sentKill.Store(true)
 	if p.cg != nil && !p.released {
+		if p.r != nil {
+			p.r.cg.checkSelf() // never in the cgroup it is about to kill
+		}
 		if err := p.cg.kill(); err != nil && p.r != nil {
 			p.r.log.Warn("cgroup.kill failed", zap.String("cgroup", p.cg.dir), zap.Error(err))
 		}
@@ -662,6 +694,7 @@ func (r *Reaper) commandCgroup(sys *syscall.SysProcAttr) (*cmdCgroup, int) {
 	if r.cg == nil {
 		return nil, -1
 	}
+	r.cg.checkSelf()
 	cg, fd, err := r.cg.newCommand()
 	if err != nil {
 		r.log.Warn("cannot create the command's cgroup; running it as a process group only", zap.Error(err))

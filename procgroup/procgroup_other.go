@@ -79,3 +79,6 @@ func (p *Process) Release() {}
 
 // zombie is never true here: nothing is started on this system.
 func (p *Process) zombie() bool { return false }
+
+// MarkInheritedFDs does nothing on systems other than Linux.
+func MarkInheritedFDs() []int { return nil }

@@ -17,6 +17,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/gorilla/websocket"
 )
 
 // TestSlowBodies: thousands of PUTs that send their body a byte a second,
@@ -358,4 +360,118 @@ func TestIdleConnFloodHelper(t *testing.T) {
 	}
 	wg.Wait()
 	fmt.Printf("FLOOD: opened %d closed %d dialerrs %d\n", opened.Load(), closedByDaemon.Load(), dialErrs.Load())
+}
+
+// TestAttachFlood (issue 20 item 9): more WebSocket attachments to one
+// command than the daemon has fds. Hijacked connections were counted
+// nowhere: with --nofile 4096, 4,500 attachments took every fd and the
+// health probe stopped answering. Now at most (L−512)×3/8 are open at once
+// (1,344 at 4,096); each one more is refused before the upgrade with 503
+// too_busy, health answers throughout, and the fds stay below the limit.
+func TestAttachFlood(t *testing.T) {
+	const fdLimit, attachments = 4096, 4500
+	const wantMax = (fdLimit - 512) * 3 / 4 / 2
+	d := startDaemon(t, daemonConfig{prefix: []string{"prlimit", fmt.Sprintf("--nofile=%d:%d", fdLimit, fdLimit)}})
+	id := d.mustCreate(map[string]any{"argv": []string{"sleep", "100"}, "timeout": 120}).CommandID
+	url := "ws://" + d.addr + "/v1/commands/" + id + "/attach"
+
+	var (
+		mu       sync.Mutex
+		open     []*websocket.Conn
+		refused  int
+		otherErr []string
+	)
+	defer func() {
+		for _, c := range open {
+			c.Close()
+		}
+	}()
+	dialer := websocket.Dialer{HandshakeTimeout: 10 * time.Second}
+	jobs := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 32 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range jobs {
+				c, resp, err := dialer.Dial(url, nil)
+				mu.Lock()
+				switch {
+				case err == nil:
+					open = append(open, c)
+				case resp != nil && resp.StatusCode == http.StatusServiceUnavailable:
+					body, _ := io.ReadAll(resp.Body)
+					if errorCode(body) == "too_busy" && resp.Header.Get("Retry-After") == "1" {
+						refused++
+					} else if len(otherErr) < 5 {
+						otherErr = append(otherErr, fmt.Sprintf("503 %s %v", body, resp.Header))
+					}
+				default:
+					if len(otherErr) < 5 {
+						otherErr = append(otherErr, fmt.Sprint(err))
+					}
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	probeFails, probes, maxFDs := 0, 0, 0
+	var firstFail string
+	for i := range attachments {
+		jobs <- struct{}{}
+		if i%250 == 0 {
+			resp, err := rawHealth(d.addr)
+			probes++
+			if err != nil || resp.StatusCode != http.StatusOK {
+				probeFails++
+				if firstFail == "" {
+					firstFail = fmt.Sprintf("after %d attachments: %v %v", i, err, resp)
+				}
+			}
+			maxFDs = max(maxFDs, fdCount(d.pid))
+		}
+	}
+	close(jobs)
+	wg.Wait()
+	for range 5 { // with every attachment open
+		resp, err := rawHealth(d.addr)
+		probes++
+		if err != nil || resp.StatusCode != http.StatusOK {
+			probeFails++
+			if firstFail == "" {
+				firstFail = fmt.Sprintf("after the flood: %v %v", err, resp)
+			}
+		}
+	}
+	maxFDs = max(maxFDs, fdCount(d.pid))
+	figure(t, "attach flood: %d attachments to one command on fd limit %d: %d open, %d refused 503 too_busy, %d other errors; daemon fds max %d; health probes %d, failed %d",
+		attachments, fdLimit, len(open), refused, len(otherErr), maxFDs, probes, probeFails)
+	if probeFails > 0 {
+		t.Errorf("%d of %d health probes failed (first: %s)", probeFails, probes, firstFail)
+	}
+	// Exactly wantMax open and the rest refused; a dial that failed some
+	// other way (a loaded machine) only loosens that by itself.
+	if len(open) > wantMax || len(open) < wantMax-len(otherErr) || refused < attachments-wantMax-len(otherErr) || len(otherErr) > 4 {
+		t.Errorf("%d attachments open and %d refused with 503 too_busy; want %d and %d (others: %q)", len(open), refused, wantMax, attachments-wantMax, otherErr)
+	}
+	if maxFDs >= fdLimit-16 {
+		t.Errorf("the daemon used %d fds of %d", maxFDs, fdLimit)
+	}
+	if len(open) == 0 {
+		t.Fatal("no attachment was admitted")
+	}
+	// An attachment that ends frees its place.
+	open[0].Close()
+	open = open[1:]
+	ok, last := poll(10*time.Second, 50*time.Millisecond, func() (bool, string) {
+		c, resp, err := dialer.Dial(url, nil)
+		if err != nil {
+			return false, fmt.Sprint(err, resp)
+		}
+		open = append(open, c)
+		return true, ""
+	})
+	if !ok {
+		t.Errorf("no attachment admitted after one ended: %s", last)
+	}
 }

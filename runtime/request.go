@@ -120,7 +120,7 @@ func (m *Manager) normalize(r CreateRequest) (spec, string, error) {
 			return s, "", err
 		}
 		if strings.IndexByte(v, 0) >= 0 {
-			return s, "", invalidf("envs[%q] contains a NUL byte", k)
+			return s, "", invalidf("an envs value contains a NUL byte (env names and values are never echoed)")
 		}
 	}
 	s.envs = maps.Clone(r.Envs)
@@ -169,7 +169,9 @@ func checkEnvName(k string) error {
 		return invalidf("env names must not be empty")
 	}
 	if strings.ContainsAny(k, "=\x00") {
-		return invalidf("env name %q must not contain '=' or NUL", k)
+		// Never echoed (nor logged with the answer): a name with '=' is
+		// often a whole NAME=secret put where the name goes.
+		return invalidf("an envs name must not contain '=' or NUL (a NAME=value given as the name?); env names and values are never echoed")
 	}
 	return nil
 }

@@ -63,6 +63,7 @@ import (
 	"golang.org/x/sys/unix"
 	"golang.org/x/term"
 
+	"github.com/sandbox-runtime/sandbox-runtime/api"
 	srclient "github.com/sandbox-runtime/sandbox-runtime/client"
 	"github.com/sandbox-runtime/sandbox-runtime/wire"
 )
@@ -361,15 +362,13 @@ func (c *cli) connect(url, tokenFile string) error {
 }
 
 func readToken(file string) (string, error) {
-	b, err := os.ReadFile(file)
+	// The daemon's own checks: a FIFO or a device never blocks the read,
+	// and a huge file is not read whole.
+	b, err := api.ReadTokenFile(file)
 	if err != nil {
-		return "", fmt.Errorf("cannot read the token file: %v", err)
+		return "", fmt.Errorf("cannot read the token file %s: %v", file, err)
 	}
-	t := strings.TrimSpace(string(b))
-	if t == "" {
-		return "", fmt.Errorf("the token file %s is empty", file)
-	}
-	return t, nil
+	return string(b), nil
 }
 
 // fail reports err the way a person would explain it and returns the

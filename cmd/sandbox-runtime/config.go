@@ -106,7 +106,7 @@ func (c *config) settings() []setting {
 	return []setting{
 		{"addr", "SANDBOX_RUNTIME_ADDR", ":8888", "listen `address` (host:port; port 0 picks a free port, and the bound address is logged)", stringSetting(&c.Addr)},
 		{"base-dir", "SANDBOX_BASE_DIR", "", "base `directory`: default cwd of commands, root of /v1/files and of the legacy file routes", stringSetting(&c.BaseDir)},
-		{"token-file", "SANDBOX_RUNTIME_TOKEN_FILE", "", "`file` holding the bearer token required on every route but GET / and GET /v1/health; it must exist and be non-empty at start, and is re-read when it changes", stringSetting(&c.TokenFile)},
+		{"token-file", "SANDBOX_RUNTIME_TOKEN_FILE", "", "`file` holding the bearer token required on every route but GET / and GET /v1/health; a regular file of at most 4096 bytes, non-blank at start, re-read every 2 s (a failed re-read keeps the last good token)", stringSetting(&c.TokenFile)},
 		{"max-running", "SANDBOX_MAX_RUNNING", "16", "`count` of managed commands running at once (at most --max-retained)", intSetting(&c.MaxRunning, 1)},
 		{"max-retained", "SANDBOX_MAX_RETAINED", "64", "`count` of managed command handles retained (running + finished)", intSetting(&c.MaxRetained, 1)},
 		{"output-limit-bytes", "SANDBOX_OUTPUT_LIMIT_BYTES", "1048576", "`bytes` of output retained per managed command (stdout+stderr, most recent)", intSetting(&c.OutputLimit, 1)},
@@ -250,21 +250,12 @@ func loadConfig(args []string, getenv func(string) string, stdout io.Writer) (*c
 }
 
 // checkTokenFile refuses a token file that would lock every protected route
-// from the start: missing, unreadable, not a regular file, or blank.
+// from the start: missing, unreadable, not a regular file, larger than
+// api.MaxTokenFileBytes, or blank. It applies the checks of every later
+// re-read (api.ReadTokenFile).
 func checkTokenFile(path string) error {
-	fi, err := os.Stat(path)
-	if err != nil {
-		return fmt.Errorf("token file %q: %w", path, errors.Unwrap(err))
-	}
-	if !fi.Mode().IsRegular() {
-		return fmt.Errorf("token file %q is not a regular file", path)
-	}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return fmt.Errorf("token file %q cannot be read: %w", path, errors.Unwrap(err))
-	}
-	if len(strings.TrimSpace(string(data))) == 0 {
-		return fmt.Errorf("token file %q is empty", path)
+	if _, err := api.ReadTokenFile(path); err != nil {
+		return fmt.Errorf("token file %q: %w", path, err)
 	}
 	return nil
 }

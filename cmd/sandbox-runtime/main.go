@@ -73,6 +73,9 @@ func main() {
 	if len(os.Args) > 1 && isCLICommand(os.Args[1]) { // the client (cli.go)
 		os.Exit(runCLI(os.Args[1:], os.Getenv))
 	}
+	// Before anything else: no descriptor the daemon inherited reaches
+	// its commands.
+	inherited := procgroup.MarkInheritedFDs()
 	if misplacedCLIFlags(os.Args[1:], os.Stderr) {
 		os.Exit(exitUsage)
 	}
@@ -96,6 +99,9 @@ func main() {
 	log, err := newLogger(cfg.LogLevel, logFormat(cfg.LogFormat, os.Stderr), os.Stderr)
 	if err != nil {
 		startupFailed(err)
+	}
+	if len(inherited) > 0 {
+		log.Info("inherited descriptors marked close-on-exec: commands do not get them", zap.Ints("fds", inherited))
 	}
 	for _, w := range unknownEnv(os.Environ(), cfg.settings()) {
 		log.Warn("unknown SANDBOX_ variable ignored", zap.String("variable", w.name), zap.String("did_you_mean", w.suggestion))

@@ -1,0 +1,119 @@
+//go:build reliability && linux
+
+package reliability
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// cgroupDaemon starts a PID-1 daemon in cgroup mode and returns it with its
+// tree, or skips where this machine has no writable cgroup v2 tree.
+func cgroupDaemon(t *testing.T) (*daemon, string) {
+	t.Helper()
+	d := startDaemon(t, daemonConfig{pidNS: true})
+	iso := d.isolation()
+	if iso.Mode != "cgroup" || iso.Cgroup == nil {
+		t.Skipf("threads mode here (%s): no writable cgroup v2 tree", iso.Reason)
+	}
+	return d, *iso.Cgroup
+}
+
+// outputOf returns the stdout and stderr text of a finished command.
+func (d *daemon) outputOf(id string) string {
+	d.t.Helper()
+	evs, err := d.output(id, 0)
+	if err != nil {
+		d.t.Fatalf("output of %s: %v", id, err)
+	}
+	var b strings.Builder
+	for _, e := range evs {
+		if e.Type == "output" {
+			b.WriteString(e.Data)
+		}
+	}
+	return b.String()
+}
+
+// runSh runs sh -c script to its end and returns its exit code and output.
+func (d *daemon) runSh(script string) (int, string) {
+	d.t.Helper()
+	st := d.mustCreate(map[string]any{"argv": []string{"sh", "-c", script}, "timeout": 30})
+	fin := d.mustWaitFinished(st.CommandID, 30*time.Second)
+	return fin.exitCode(), d.outputOf(st.CommandID)
+}
+
+// TestCgroupSameUIDCommandCannotDoomLaterCommands (issue 20 item 10): a
+// command sharing the daemon's uid moves PID 1 into its own cgroup and
+// kills that cgroup; another writes cgroup.kill of the daemon's own leaf.
+// Before: from then on every command ended at once with exit_code -9 and no
+// output (the kernel SIGKILLs each child the daemon clones into another
+// cgroup once the daemon's own cgroup was killed). Now the daemon notices
+// (it is not in its leaf; a child died before it ran), moves into a fresh
+// leaf, logs why, and the next commands run.
+func TestCgroupSameUIDCommandCannotDoomLaterCommands(t *testing.T) {
+	d, _ := cgroupDaemon(t)
+	// The cgroup2 mount as the command sees it, and its own cgroup in it.
+	const mnt = `m=$(grep -m1 ' - cgroup2 ' /proc/self/mountinfo | cut -d' ' -f5); `
+	code, out := d.runSh(mnt + `cg=$m$(sed -n 's/^0:://p' /proc/self/cgroup); echo "$cg"; echo 1 > "$cg/cgroup.procs" && grep 0:: /proc/1/cgroup && echo 1 > "$cg/cgroup.kill"; echo survived`)
+	t.Logf("the command that moved PID 1 into its cgroup: exit %d, output %q", code, out)
+	if strings.Count(out, "/commands/c") < 2 {
+		t.Fatalf("the command did not move PID 1 into its own cgroup: %q", out)
+	}
+	for i := range 3 {
+		if code, out := d.runSh("echo ran-" + string(rune('a'+i))); code != 0 || out != "ran-"+string(rune('a'+i))+"\n" {
+			t.Fatalf("a later command %d: exit %d output %q; want 0 and its output", i, code, out)
+		}
+	}
+
+	code, out = d.runSh(mnt + `cg=$m$(sed -n 's/^0:://p' /proc/1/cgroup); echo "$cg"; echo 1 > "$cg/cgroup.kill" && echo killed-leaf`)
+	if code != 0 || !strings.Contains(out, "killed-leaf") {
+		t.Fatalf("the command that kills the daemon's leaf: exit %d %q", code, out)
+	}
+	for i := range 3 {
+		if code, out := d.runSh("echo after-" + string(rune('a'+i))); code != 0 || out != "after-"+string(rune('a'+i))+"\n" {
+			t.Fatalf("a command after the daemon's leaf was killed %d: exit %d output %q; want 0 and its output", i, code, out)
+		}
+	}
+	if n := d.logCount("the runtime moved into a fresh cgroup leaf"); n < 2 {
+		t.Errorf("%d fresh-leaf moves logged; want one for each attack", n)
+	}
+}
+
+// TestCgroupOtherUIDCommandCannotWriteDaemonFiles (issue 20 item 10): a
+// command that runs as another uid than the daemon (dropped with setpriv)
+// can open no file of the daemon's cgroup tree for writing, its own
+// command cgroup included; and no file or directory of the tree is
+// writable by group or others.
+func TestCgroupOtherUIDCommandCannotWriteDaemonFiles(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root, to run a command as another uid")
+	}
+	if _, err := exec.LookPath("setpriv"); err != nil {
+		t.Skip("no setpriv here")
+	}
+	d, tree := cgroupDaemon(t)
+	// One command running meanwhile, so its cgroup is in the tree too.
+	bg := d.mustCreate(map[string]any{"argv": []string{"sleep", "30"}, "timeout": 60})
+	defer d.kill(bg.CommandID)
+	code, out := d.runSh(`exec setpriv --reuid=65534 --regid=65534 --clear-groups sh -c 'n=0; for f in $(find ` + tree + ` -type f) $(find ` + tree + ` -type d); do n=$((n+1)); if [ -f "$f" ] && (exec 3>>"$f") 2>/dev/null; then echo "WRITABLE $f"; fi; if [ -d "$f" ] && mkdir "$f/x" 2>/dev/null; then echo "MKDIR $f"; fi; done; echo "checked $n"'`)
+	if code != 0 || !strings.Contains(out, "checked ") || strings.Contains(out, "WRITABLE") || strings.Contains(out, "MKDIR") {
+		t.Errorf("as uid 65534: exit %d\n%s", code, out)
+	}
+	t.Logf("as uid 65534: %s", strings.TrimSpace(out[strings.LastIndex(out, "checked"):]))
+	filepath.Walk(tree, func(p string, fi os.FileInfo, err error) error {
+		if err != nil {
+			return nil
+		}
+		st := fi.Sys().(*syscall.Stat_t)
+		if fi.Mode().Perm()&0o022 != 0 || int(st.Uid) != 0 {
+			t.Errorf("%s: mode %v owner %d; want writable by its owner (the daemon's uid 0) only", p, fi.Mode(), st.Uid)
+		}
+		return nil
+	})
+}
