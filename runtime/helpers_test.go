@@ -145,7 +145,9 @@ func runHelper(name, arg string) int {
 		}
 		return 0
 	case "background-holds-pipe":
-		// Leave a grandchild that keeps stdout open, then exit at once.
+		// Leave a grandchild that keeps stdout open (it prints "ready"
+		// there), then exit at once. "parent done" comes first, always.
+		fmt.Println("parent done")
 		exe, _ := os.Executable()
 		_, err := os.StartProcess(exe, []string{exe, "-test.run=^$", "x"}, &os.ProcAttr{
 			Env:   helperEnviron("hang"),
@@ -154,7 +156,6 @@ func runHelper(name, arg string) int {
 		if err != nil {
 			return 3
 		}
-		fmt.Println("parent done")
 		return 0
 	}
 	fmt.Fprintln(os.Stderr, "unknown helper", name)
