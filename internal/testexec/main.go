@@ -141,7 +141,7 @@ func run(o options) int {
 		}
 	}
 	if code < 0 {
-		code, leaked = supervise(o, false)
+		code, leaked = supervise(o, false, nil)
 	}
 	if outermost {
 		// Anything still carrying the run's marker escaped both nets.
@@ -248,9 +248,15 @@ func nsInit(o options) int {
 	if err := syscall.Mount("proc", "/proc", "proc", syscall.MS_NOSUID|syscall.MS_NODEV|syscall.MS_NOEXEC, ""); err != nil {
 		return fail("mounting /proc", err)
 	}
-	status.WriteString("ok\n")
-	status.Close()
-	code, leaked := supervise(o, true)
+	code, leaked := supervise(o, true, func() error {
+		// With the signal handlers in place (PID 1 ignores what it does
+		// not handle). A write error means testexec is gone already (it
+		// died before Pdeathsig was armed, which Go cannot check in a new
+		// PID namespace, where the parent's pid reads as 0): run nothing.
+		_, err := status.WriteString("ok\n")
+		status.Close()
+		return err
+	})
 	if leaked && o.fail && code == 0 {
 		code = 1
 	}
@@ -260,10 +266,21 @@ func nsInit(o options) int {
 // supervise starts PROG, passes signals on, reaps every child until PROG
 // exits, then reports and kills what of its tree is left: in the namespace
 // (inNS) every process but this one, else this subreaper's descendants.
-func supervise(o options, inNS bool) (code int, leaked bool) {
+//
+// ready, when not nil, is called once signals are being caught, before
+// PROG starts; an error from it ends supervise with nothing run.
+func supervise(o options, inNS bool, ready func() error) (code int, leaked bool) {
 	if !inNS {
 		if err := prctl(pr_SET_CHILD_SUBREAPER, 1); err != nil {
 			fmt.Fprintf(os.Stderr, "testexec: %s: cannot be a subreaper (%v): orphans escape\n", o.label, err)
+		}
+	}
+	sigs := make(chan os.Signal, 16)
+	signal.Notify(sigs, forwarded...)
+	defer signal.Stop(sigs)
+	if ready != nil {
+		if err := ready(); err != nil {
+			return 125, false
 		}
 	}
 	path, err := exec.LookPath(o.argv[0])
@@ -271,9 +288,6 @@ func supervise(o options, inNS bool) (code int, leaked bool) {
 		fmt.Fprintln(os.Stderr, "testexec:", err)
 		return 127, false
 	}
-	sigs := make(chan os.Signal, 16)
-	signal.Notify(sigs, forwarded...)
-	defer signal.Stop(sigs)
 	p, err := os.StartProcess(path, o.argv, &os.ProcAttr{Files: []*os.File{os.Stdin, os.Stdout, os.Stderr}})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "testexec:", err)
