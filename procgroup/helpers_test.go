@@ -381,3 +381,27 @@ func waitGone(t *testing.T, r *Reaper, pid int) {
 		}
 	}
 }
+
+// TestHelperEnvironReplacesMarkers: a test binary that is itself a child of
+// a test (the PID-namespace and OOM inner tests) hands its helpers one
+// value of each marker, its own: Spec.Env reaches execve as it is, and a
+// helper's os.Getenv would read the first of two.
+func TestHelperEnvironReplacesMarkers(t *testing.T) {
+	t.Setenv(testPidEnv, "999999")
+	t.Setenv(nsHelperEnv, "TestOuter")
+	count := func(env []string, key string) (vals []string) {
+		for _, kv := range env {
+			if v, ok := strings.CutPrefix(kv, key+"="); ok {
+				vals = append(vals, v)
+			}
+		}
+		return vals
+	}
+	env := helperEnviron()
+	if got := count(env, testPidEnv); len(got) != 1 || got[0] != strconv.Itoa(os.Getpid()) {
+		t.Errorf("helperEnviron: %s = %q; want just our pid %d", testPidEnv, got, os.Getpid())
+	}
+	if got := count(environWith(nsHelperEnv+"=TestInner"), nsHelperEnv); len(got) != 1 || got[0] != "TestInner" {
+		t.Errorf("environWith: %s = %q; want [TestInner]", nsHelperEnv, got)
+	}
+}
