@@ -340,3 +340,38 @@ func TestStatusAndSignals(t *testing.T) {
 		})
 	}
 }
+
+// TestCICheckNamesLeftovers: .ci/no-leftovers (CI's test stages) fails a
+// stage that leaves a tree behind, names its processes and kills them,
+// through testexec and, when a process escaped testexec (here a stand-in
+// that only execs the stage), through the stage's TESTEXEC_RUN marker.
+func TestCICheckNamesLeftovers(t *testing.T) {
+	if _, err := exec.LookPath("bash"); err != nil {
+		t.Skipf("no bash: %v", err)
+	}
+	plain := filepath.Join(t.TempDir(), "plain-exec")
+	if err := os.WriteFile(plain, []byte("#!/bin/sh\nwhile [ \"$1\" != -- ]; do shift; done; shift; exec \"$@\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, wrapper, want string
+	}{
+		{"testexec", testexecBin, "process(es) outlived it; killing them:"},
+		{"marker", plain, "process(es) carrying TESTEXEC_RUN of this stage outlived it; killing them:"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cmd, mark := wrapped(t, "", "tree-exit")
+			cmd.Args = append([]string{"bash", "../../.ci/no-leftovers", "stage"}, cmd.Args[4:]...)
+			cmd.Path, _ = exec.LookPath("bash")
+			cmd.Env = append(cmd.Env, "TESTEXEC="+tc.wrapper)
+			out, _ := cmd.CombinedOutput()
+			if code := cmd.ProcessState.ExitCode(); code != 1 {
+				t.Errorf("exit %d; want 1; output:\n%s", code, out)
+			}
+			if n := strings.Count(string(out), tc.want); n != 2 { // as it happens and in the summary
+				t.Errorf("output:\n%s\nwant %q twice", out, tc.want)
+			}
+			waitNone(t, mark, 0)
+		})
+	}
+}
