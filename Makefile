@@ -2,7 +2,7 @@
 #
 #   make build                      bin/sandbox-runtime, version from git describe
 #   make run ARGS='--addr :9999'    go run the daemon (:8888; base dir /app, or . without /app)
-#   make test                       go test -race ./...  (unit + end-to-end)
+#   make test                       go test -race ./...  (unit + end-to-end), each binary under internal/testexec
 #   make bench BENCH_ARGS=...       Go benchmarks (BENCH_PKGS, BENCH_ARGS: see below)
 #   make lint                       gofmt check + go vet
 #   make reliability                the reliability suite (build tag "reliability")
@@ -38,8 +38,18 @@ build:
 run:
 	$(GO) run -ldflags '$(LDFLAGS)' ./cmd/sandbox-runtime $(ARGS)
 
+# Every test binary runs under internal/testexec (go test -exec): in a PID
+# namespace of its own where Linux allows it, so that no process a test
+# starts outlives it, even when the binary is SIGKILLed (a timeout); a
+# process still alive when the binary exits fails its package. go test
+# caches no result of a binary run through -exec: TEST_EXEC= runs the
+# binaries directly (cached, unguarded).
+TESTEXEC := $(CURDIR)/bin/testexec
+TEST_EXEC ?= -exec '$(TESTEXEC)'
+
 test:
-	$(GO) test -race $(TEST_FLAGS) ./...
+	$(GO) build -o $(TESTEXEC) ./internal/testexec
+	$(GO) test -race $(TEST_EXEC) $(TEST_FLAGS) ./...
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime 1s -timeout 5m $(BENCH_ARGS) $(BENCH_PKGS)

@@ -206,16 +206,30 @@ func helper(args ...string) Spec {
 // helperEnviron is the environment of helpers: ours, the helper marker, our pid,
 // and GORACE with atexit_sleep_ms=0 (a -race binary otherwise sleeps 1 s at exit).
 func helperEnviron() []string {
-	var env []string
 	gorace := "atexit_sleep_ms=0"
-	for _, kv := range os.Environ() {
-		if v, ok := strings.CutPrefix(kv, "GORACE="); ok {
-			gorace = v + " " + gorace
-			continue
-		}
-		env = append(env, kv)
+	if v := os.Getenv("GORACE"); v != "" {
+		gorace = v + " " + gorace
 	}
-	return append(env, "GORACE="+gorace, helperEnv+"=1", testPidEnv+"="+strconv.Itoa(os.Getpid()))
+	return environWith("GORACE="+gorace, helperEnv+"=1", testPidEnv+"="+strconv.Itoa(os.Getpid()))
+}
+
+// environWith is our environment with each KEY=VALUE of set in place of
+// any KEY we have. Spec.Env reaches execve as it is, and os.Getenv returns
+// the first of duplicates: appending a KEY the environment already holds
+// (a helper's own marker, say) would leave the child the old value.
+func environWith(set ...string) []string {
+	keys := make(map[string]bool, len(set))
+	for _, kv := range set {
+		k, _, _ := strings.Cut(kv, "=")
+		keys[k] = true
+	}
+	env := make([]string, 0, len(os.Environ())+len(set))
+	for _, kv := range os.Environ() {
+		if k, _, _ := strings.Cut(kv, "="); !keys[k] {
+			env = append(env, kv)
+		}
+	}
+	return append(env, set...)
 }
 
 // newReaper opens the process's Reaper for the duration of the test. Tests that use
@@ -365,5 +379,29 @@ func waitGone(t *testing.T, r *Reaper, pid int) {
 		if err := r.WaitOrphans(ctx, n+1); err != nil {
 			t.Fatalf("pid %d still exists: %v", pid, err)
 		}
+	}
+}
+
+// TestHelperEnvironReplacesMarkers: a test binary that is itself a child of
+// a test (the PID-namespace and OOM inner tests) hands its helpers one
+// value of each marker, its own: Spec.Env reaches execve as it is, and a
+// helper's os.Getenv would read the first of two.
+func TestHelperEnvironReplacesMarkers(t *testing.T) {
+	t.Setenv(testPidEnv, "999999")
+	t.Setenv(nsHelperEnv, "TestOuter")
+	count := func(env []string, key string) (vals []string) {
+		for _, kv := range env {
+			if v, ok := strings.CutPrefix(kv, key+"="); ok {
+				vals = append(vals, v)
+			}
+		}
+		return vals
+	}
+	env := helperEnviron()
+	if got := count(env, testPidEnv); len(got) != 1 || got[0] != strconv.Itoa(os.Getpid()) {
+		t.Errorf("helperEnviron: %s = %q; want just our pid %d", testPidEnv, got, os.Getpid())
+	}
+	if got := count(environWith(nsHelperEnv+"=TestInner"), nsHelperEnv); len(got) != 1 || got[0] != "TestInner" {
+		t.Errorf("environWith: %s = %q; want [TestInner]", nsHelperEnv, got)
 	}
 }

@@ -36,7 +36,7 @@ func runInPidNS(t *testing.T, inner string, pidMax int) {
 	spec := Spec{
 		Argv: []string{"unshare", "--pid", "--fork", "--mount-proc", "sh", "-c", script,
 			selfExe(), "-test.run=^" + inner + "$", "-test.v", "-test.count=1", "-test.timeout=2m"},
-		Env: append(os.Environ(), nsHelperEnv+"="+inner),
+		Env: environWith(nsHelperEnv + "=" + inner),
 	}
 	p, err := r.Start(spec)
 	if err != nil {
@@ -439,7 +439,7 @@ func TestOOMKilled(t *testing.T) {
 	r := newReaper(t)
 	spec := Spec{
 		Argv:  []string{selfExe(), "-test.run=^TestOOMHelper$", "-test.v", "-test.count=1", "-test.timeout=2m"},
-		Env:   append(os.Environ(), oomEnv+"=1"),
+		Env:   environWith(oomEnv + "=1"),
 		Stdin: true,
 	}
 	p := start(t, r, spec)

@@ -26,7 +26,7 @@ func TestPID1(t *testing.T) {
 	spec := Spec{
 		Argv: []string{"unshare", "--pid", "--fork", "--mount-proc",
 			selfExe(), "-test.run=^TestPID1Helper$", "-test.v", "-test.count=1", "-test.timeout=3m"},
-		Env: append(os.Environ(), pid1Env+"=1"),
+		Env: environWith(pid1Env + "=1"),
 	}
 	p, err := r.Start(spec)
 	if err != nil {

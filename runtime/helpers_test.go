@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -44,6 +45,21 @@ func helperArgv(name, arg string) ([]string, map[string]string) {
 	return []string{exe, "-test.run=^$", arg}, map[string]string{helperEnv: name}
 }
 
+// helperEnviron is this process's environment with helperEnv set to name,
+// for a grandchild started by a helper. It replaces the helper's own
+// helperEnv rather than adding a second one: os.Getenv returns the first of
+// duplicates (and os.StartProcess, unlike exec.Cmd, keeps them), so an
+// appended name would make the grandchild run this helper again, without end.
+func helperEnviron(name string) []string {
+	env := []string{helperEnv + "=" + name}
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, helperEnv+"=") {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
 // runHelper implements the named child behaviours used by the tests.
 func runHelper(name, arg string) int {
 	switch name {
@@ -66,14 +82,25 @@ func runHelper(name, arg string) int {
 		fmt.Println("ready")
 		select {}
 	case "spawn-grandchild":
-		// Start a grandchild that hangs (in our process group), print its pid, hang.
+		// Start a grandchild that hangs ignoring SIGTERM (in our process
+		// group), wait until it says it is that helper, print its pid, hang.
 		exe, _ := os.Executable()
-		p, err := os.StartProcess(exe, []string{exe, "-test.run=^$", "x"}, &os.ProcAttr{
-			Env:   append(os.Environ(), helperEnv+"=ignore-sigterm"),
-			Files: []*os.File{nil, nil, os.Stderr},
-		})
+		pr, pw, err := os.Pipe()
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
+			return 3
+		}
+		p, err := os.StartProcess(exe, []string{exe, "-test.run=^$", "x"}, &os.ProcAttr{
+			Env:   helperEnviron("ignore-sigterm"),
+			Files: []*os.File{nil, pw, os.Stderr},
+		})
+		pw.Close()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 3
+		}
+		if line, err := bufio.NewReader(pr).ReadString('\n'); line != "ready\n" {
+			fmt.Fprintf(os.Stderr, "grandchild said %q (%v); want ready\n", line, err)
 			return 3
 		}
 		fmt.Printf("%d\n", p.Pid)
@@ -118,16 +145,17 @@ func runHelper(name, arg string) int {
 		}
 		return 0
 	case "background-holds-pipe":
-		// Leave a grandchild that keeps stdout open, then exit at once.
+		// Leave a grandchild that keeps stdout open (it prints "ready"
+		// there), then exit at once. "parent done" comes first, always.
+		fmt.Println("parent done")
 		exe, _ := os.Executable()
 		_, err := os.StartProcess(exe, []string{exe, "-test.run=^$", "x"}, &os.ProcAttr{
-			Env:   append(os.Environ(), helperEnv+"=hang"),
+			Env:   helperEnviron("hang"),
 			Files: []*os.File{nil, os.Stdout, os.Stderr},
 		})
 		if err != nil {
 			return 3
 		}
-		fmt.Println("parent done")
 		return 0
 	}
 	fmt.Fprintln(os.Stderr, "unknown helper", name)

@@ -13,9 +13,9 @@ import (
 
 // envReaders are the packages allowed to read the process environment (as
 // cmd/sandbox-runtime/main.go's comment says): the commands, and the test
-// launcher that filters what it hands a daemon. procgroup may read PATH
+// launcher that filters what it hands a daemon, the test wrapper. procgroup may read PATH
 // only (its fallback when a command's environment has none).
-var envReaders = []string{"cmd/", "internal/daemontest"}
+var envReaders = []string{"cmd/", "internal/daemontest", "internal/testexec"}
 
 // TestOnlyMainReadsTheEnvironment: no library package of the daemon calls
 // os.Getenv, os.LookupEnv or os.Environ (but procgroup's PATH).
