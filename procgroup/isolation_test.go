@@ -605,12 +605,19 @@ func TestRemoveStalePID1Tree(t *testing.T) {
 		t.Skipf("no cgroup v2 mount: %v", err)
 	}
 	root := filepath.Join(mount, own)
-	dead := filepath.Join(root, fmt.Sprintf("sandbox-runtime-1-%d-deadbeef", startTime(1)+7))
+	// The dead owner's start time is older than staleBuildAge and is not
+	// the start of the pid 1 alive now (under make test, pid 1 is the init
+	// of the test binary's own PID namespace, started a moment ago).
+	deadStart := uptimeTicks() - 2*uint64(staleBuildAge/time.Second)*clockTicks
+	if deadStart == startTime(1) {
+		deadStart--
+	}
+	dead := filepath.Join(root, fmt.Sprintf("sandbox-runtime-1-%d-deadbeef", deadStart))
 	deadOld := filepath.Join(root, "sandbox-runtime-1-0ldf0rm") // the older names
 	alive := filepath.Join(root, fmt.Sprintf("sandbox-runtime-1-%d-a11ce000", startTime(1)))
 	young := filepath.Join(root, fmt.Sprintf("sandbox-runtime-%d-%d-0000babe", 1<<23, uptimeTicks()))
-	if startTime(1)+7 >= uptimeTicks() {
-		t.Skip("pid 1 started under a second ago")
+	if uptimeTicks() < 4*uint64(staleBuildAge/time.Second)*clockTicks {
+		t.Skip("the machine booted under 20 s ago")
 	}
 	t.Cleanup(func() {
 		for _, b := range []string{dead, deadOld, alive, young} {
