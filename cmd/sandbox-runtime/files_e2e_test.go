@@ -1,0 +1,110 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sandbox-runtime/sandbox-runtime/internal/daemontest"
+)
+
+// TestE2EFilesFakeProc runs the daemon in a private mount namespace whose
+// /proc is a plain directory where every self/fd/N is a symlink to a
+// directory outside the base dir: what a command with mount rights could
+// set up in the daemon's namespace. PUT and DELETE below a subdirectory
+// must still act inside the base dir (they once re-opened the parent
+// through /proc/self/fd/N and wrote or removed outside).
+func TestE2EFilesFakeProc(t *testing.T) {
+	if testing.Short() {
+		t.Skip("e2e tests are skipped with -short")
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("a private mount namespace needs root")
+	}
+	unshare, err := exec.LookPath("unshare")
+	if err != nil {
+		t.Skip("needs unshare(1)")
+	}
+	if out, err := exec.Command(unshare, "-m", "--propagation", "private", "true").CombinedOutput(); err != nil {
+		t.Skipf("unshare -m is refused here: %v %s", err, out)
+	}
+	tmp := t.TempDir()
+	outside := filepath.Join(tmp, "outside")
+	fake := filepath.Join(tmp, "fakeproc")
+	for _, d := range []string{outside, filepath.Join(fake, "self", "fd")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for n := range 1024 {
+		if err := os.Symlink(outside, filepath.Join(fake, "self", "fd", strconv.Itoa(n))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(outside, "victim.txt"), []byte("keep me"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	base := filepath.Join(tmp, "base")
+	if err := os.MkdirAll(filepath.Join(base, "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(base, "sub", "victim.txt"), []byte("inside"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d := daemontest.StartT(t, daemontest.Options{
+		Bin:     binPath,
+		BaseDir: base,
+		LogPath: filepath.Join(tmp, "daemon.log"),
+		// The script runs in the new namespace: /proc becomes the fake
+		// tree (for the daemon only), then the daemon replaces the shell.
+		Prefix: []string{unshare, "-m", "--propagation", "private",
+			"sh", "-c", `mount --bind "$0" /proc && exec "$@"`, fake},
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	do := func(method, path, body string) int {
+		t.Helper()
+		req, err := http.NewRequestWithContext(ctx, method, d.URL+path, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatalf("%s %s: %v", method, path, err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+
+	if code := do("PUT", "/v1/files/sub/pwned.txt", "pwned"); code != http.StatusNoContent {
+		t.Errorf("PUT sub/pwned.txt = %d, want 204", code)
+	}
+	if _, err := os.Stat(filepath.Join(outside, "pwned.txt")); err == nil {
+		t.Error("PUT sub/pwned.txt wrote outside the base dir, through the fake /proc")
+	}
+	if b, err := os.ReadFile(filepath.Join(base, "sub", "pwned.txt")); err != nil || string(b) != "pwned" {
+		t.Errorf("base/sub/pwned.txt = %q, %v; want \"pwned\"", b, err)
+	}
+
+	if code := do("DELETE", "/v1/files/sub/victim.txt", ""); code != http.StatusNoContent {
+		t.Errorf("DELETE sub/victim.txt = %d, want 204", code)
+	}
+	if _, err := os.Stat(filepath.Join(outside, "victim.txt")); err != nil {
+		t.Errorf("DELETE sub/victim.txt removed the file outside the base dir: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(base, "sub", "victim.txt")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("base/sub/victim.txt after its DELETE: %v, want it gone", err)
+	}
+
+	// The listing of sub is of sub itself (it opens the same way).
+	if code := do("GET", "/v1/files/sub", ""); code != http.StatusOK {
+		t.Errorf("GET sub = %d, want 200", code)
+	}
+}
