@@ -1,16 +1,17 @@
 package api
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"net/http"
 	"os"
-	"sort"
 	"strconv"
 	"strings"
 	"syscall"
+	"unicode/utf8"
 
 	"go.uber.org/zap"
 
@@ -124,10 +125,24 @@ func (s *Server) getFile(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer in.Root.Close()
+	// Anything but a regular file or a directory is refused before it is
+	// opened: opening a socket fails (ENXIO), a device's open can act (a
+	// tape rewinds, a terminal would become the daemon's own).
+	notFile := badRequest(fmt.Sprintf("%q is not a regular file or a directory", rel))
+	if fi, err := in.Root.Stat(pycompat.DotIfEmpty(in.Rel)); err == nil && !fi.Mode().IsRegular() && !fi.IsDir() {
+		fail(w, notFile)
+		return
+	}
 	// One open through the root; everything after is answered from that
-	// descriptor. O_NONBLOCK: a FIFO must not block the open (it is refused
-	// below); reads of regular files and directories ignore the flag.
-	f, err := in.Root.OpenFile(pycompat.DotIfEmpty(in.Rel), os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	// descriptor, checked again (the name may have been swapped since).
+	// O_NONBLOCK: a FIFO must not block the open; reads of regular files
+	// and directories ignore the flag. O_NOCTTY: a terminal swapped in is
+	// never made the daemon's controlling terminal.
+	f, err := in.Root.OpenFile(pycompat.DotIfEmpty(in.Rel), os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
+	if e := sysErrno.Of(err); e == syscall.ENXIO || e == syscall.ENODEV {
+		fail(w, notFile) // a socket, or a device without a driver, swapped in
+		return
+	}
 	if err != nil {
 		fail(w, s.fileError(err, rel))
 		return
@@ -139,11 +154,11 @@ func (s *Server) getFile(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if fi.IsDir() {
-		s.listDir(w, in, f, fi, rel)
+		s.listDir(w, r, in, f, fi, rel)
 		return
 	}
 	if !fi.Mode().IsRegular() {
-		fail(w, badRequest(fmt.Sprintf("%q is not a regular file or a directory", rel)))
+		fail(w, notFile)
 		return
 	}
 	w.Header().Set("Content-Type", "application/octet-stream")
@@ -205,7 +220,12 @@ func (c *contentErrorWriter) Unwrap() http.ResponseWriter { return c.ResponseWri
 // in.Rel). Names and each entry's lstat come from that very directory,
 // opened as a root of its own; if a swap replaced the name between the two
 // opens, the listing is refused (409) rather than mixed.
-func (s *Server) listDir(w http.ResponseWriter, in pycompat.InBase, f *os.File, fi fs.FileInfo, rel string) {
+//
+// The listing streams: names come sorted from fsroot.SortedEach (which
+// holds at most fsroot.ListPassBytes of them), each entry is lstat'ed and
+// encoded as it is written, so memory does not grow with the directory.
+// HEAD answers the headers without reading the directory.
+func (s *Server) listDir(w http.ResponseWriter, r *http.Request, in pycompat.InBase, f *os.File, fi fs.FileInfo, rel string) {
 	dir, closeDir, err := fsroot.Sub(in.Root, in.Rel)
 	if err != nil {
 		fail(w, s.fileError(err, rel))
@@ -216,34 +236,60 @@ func (s *Server) listDir(w http.ResponseWriter, in pycompat.InBase, f *os.File, 
 		fail(w, &httpError{kind: errFileConflict, msg: fmt.Sprintf("%q changed while it was being listed", rel)})
 		return
 	}
-	names, err := f.Readdirnames(-1)
-	if err != nil {
-		fail(w, s.fileError(err, rel))
+	if r.Method == http.MethodHead {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusOK)
 		return
 	}
-	sort.Strings(names)
-	out := dirListing{Path: rel, Entries: []fileEntry{}}
-	for _, name := range names {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	bw := bufio.NewWriterSize(w, 32<<10)
+	bw.WriteString(`{"path":`)
+	bw.Write(marshal(rel))
+	bw.WriteString(`,"entries":[`)
+	n := 0
+	err = fsroot.SortedEach(f, func(name string) error {
 		fi, err := dir.Lstat(name)
 		if err != nil {
-			continue // removed meanwhile
+			return nil // removed meanwhile
 		}
-		typ := "other"
-		switch m := fi.Mode(); {
-		case m.IsRegular():
-			typ = "file"
-		case m.IsDir():
-			typ = "directory"
-		case m&fs.ModeSymlink != 0:
-			typ = "symlink"
+		if n > 0 {
+			bw.WriteByte(',')
 		}
-		out.Entries = append(out.Entries, fileEntry{
-			Name: name, Size: fi.Size(), Type: typ,
-			ModifiedAt: fi.ModTime().UTC(),
-			Mode:       fmt.Sprintf("%04o", unixPerm(fi.Mode())),
-		})
+		n++
+		_, err = bw.Write(marshal(entryOf(name, fi)))
+		return err
+	})
+	if err != nil {
+		// The status is sent: only a cut connection tells the client that
+		// the listing is not whole (never a valid but partial array).
+		s.log.Debug("listing cut short", zap.String("path", rel), zap.Error(err))
+		panic(http.ErrAbortHandler)
 	}
-	writeJSON(w, http.StatusOK, out)
+	bw.WriteString("]}")
+	bw.Flush()
+}
+
+// entryOf is the listing entry of name, lstat'ed as fi.
+func entryOf(name string, fi fs.FileInfo) fileEntry {
+	typ := "other"
+	switch m := fi.Mode(); {
+	case m.IsRegular():
+		typ = "file"
+	case m.IsDir():
+		typ = "directory"
+	case m&fs.ModeSymlink != 0:
+		typ = "symlink"
+	}
+	e := fileEntry{
+		Name: name, Size: fi.Size(), Type: typ,
+		ModifiedAt: fi.ModTime().UTC(),
+		Mode:       fmt.Sprintf("%04o", unixPerm(fi.Mode())),
+	}
+	if !utf8.ValidString(name) {
+		e.EscapedName = pycompat.Quote(name)
+	}
+	return e
 }
 
 // unixPerm is the 12 permission bits of m as chmod numbers them.
