@@ -374,13 +374,13 @@ func (s *Server) putFile(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	parentRel, name := pycompat.Split(in.Rel)
-	created, err := fsroot.MkdirAll(in.Root, parentRel, 0o755)
-	committed := false
-	defer func() {
-		if !committed {
-			fsroot.RemoveCreated(in.Root, created)
-		}
-	}()
+	// From here on everything happens in the parent directory opened once:
+	// the temporary file, its rename and its removal on failure cannot be
+	// redirected by a rename of any component above it. Missing parents
+	// are made under a hidden temporary name and put in place with the
+	// file (fsroot.Stage): a PUT cut short, even by SIGKILL, leaves no
+	// parent behind at its real name.
+	staged, err := fsroot.Stage(in.Root, parentRel, 0o755)
 	if err != nil {
 		if e := sysErrno.Of(err); e == syscall.ENOTDIR || e == syscall.EEXIST {
 			fail(w, &httpError{kind: errFileConflict, msg: fmt.Sprintf("a parent of %q is not a directory", rel)})
@@ -389,15 +389,8 @@ func (s *Server) putFile(w http.ResponseWriter, r *http.Request) {
 		fail(w, s.fileError(err, rel))
 		return
 	}
-	// From here on everything happens in the parent directory opened once:
-	// the temporary file, its rename and its removal on failure cannot be
-	// redirected by a rename of any component above it.
-	dir, closeDir, err := fsroot.Sub(in.Root, parentRel)
-	if err != nil {
-		fail(w, s.fileError(err, rel))
-		return
-	}
-	defer closeDir()
+	defer staged.Close()
+	dir := staged.Dir
 	fi, err := dir.Lstat(name)
 	switch {
 	case err == nil && fi.IsDir():
@@ -428,7 +421,18 @@ func (s *Server) putFile(w http.ResponseWriter, r *http.Request) {
 		fail(w, s.fileError(err, rel))
 		return
 	}
-	committed = true
+	err = staged.Commit(name, 0o755)
+	switch e := sysErrno.Of(err); {
+	case e == syscall.EISDIR || e == syscall.EEXIST || e == syscall.ENOTEMPTY:
+		fail(w, badRequest(fmt.Sprintf("%q is a directory", rel)))
+		return
+	case e == syscall.ENOTDIR:
+		fail(w, &httpError{kind: errFileConflict, msg: fmt.Sprintf("a parent of %q is not a directory", rel)})
+		return
+	case err != nil:
+		fail(w, s.fileError(err, rel))
+		return
+	}
 	w.WriteHeader(http.StatusNoContent)
 }
 

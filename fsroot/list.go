@@ -5,6 +5,9 @@ import (
 	"io"
 	"os"
 	"sort"
+	"strings"
+	"syscall"
+	"time"
 )
 
 // ListPassBytes bounds the names SortedEach holds at once (each counted
@@ -14,21 +17,90 @@ const ListPassBytes = 4 << 20
 // listBatch is how many names one ReadDir step reads.
 const listBatch = 512
 
-// Hidden reports whether a directory entry is this package's own
-// temporary file (TempPrefix, 16 hex digits, ".tmp"), which listings leave
-// out: one exists only while a write is in progress, or after a crash
-// (CleanTemps removes those).
+// UploadTempPrefix starts the name of the legacy /upload's temporary file
+// (a UUID and ".tmp" follow), at the top of the base dir.
+const UploadTempPrefix = ".sandbox-upload-"
+
+// Hidden reports whether a directory entry is one of the daemon's own
+// temporary names, which listings leave out: TempPrefix, 16 hex digits and
+// ".tmp" (a file being written, or the parents a PUT is creating), or
+// UploadTempPrefix, a UUID and ".tmp". One exists only while a write is in
+// progress, or after a crash (CleanTemps removes those at start).
 func Hidden(name string) bool {
-	const hexLen = 16
-	if len(name) != len(TempPrefix)+hexLen+len(".tmp") || name[:len(TempPrefix)] != TempPrefix || name[len(name)-4:] != ".tmp" {
+	if !strings.HasSuffix(name, ".tmp") {
 		return false
 	}
-	for _, c := range name[len(TempPrefix) : len(TempPrefix)+hexLen] {
+	switch {
+	case strings.HasPrefix(name, TempPrefix):
+		return isHex(name[len(TempPrefix):len(name)-4], 16)
+	case strings.HasPrefix(name, UploadTempPrefix):
+		u := name[len(UploadTempPrefix) : len(name)-4]
+		return len(u) == 36 && u[8] == '-' && u[13] == '-' && u[18] == '-' && u[23] == '-' &&
+			isHex(u[:8]+u[9:13]+u[14:18]+u[19:23]+u[24:], 32)
+	}
+	return false
+}
+
+// isHex: s is n lower-case hex digits.
+func isHex(s string, n int) bool {
+	if len(s) != n {
+		return false
+	}
+	for _, c := range s {
 		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
 			return false
 		}
 	}
 	return true
+}
+
+// CleanTemps removes, anywhere below root, the Hidden names last modified
+// before since (files, and directories with what is in them): what a
+// write cut by a crash or a SIGKILL left. Names modified since are kept:
+// they may belong to a write in progress. It walks directories without
+// following symlinks, a batch of entries at a time, and stops early when
+// stop is closed. Unreadable directories are skipped; it returns the names
+// removed (relative to root) and the first error.
+func CleanTemps(root *os.Root, since time.Time, stop <-chan struct{}) (removed []string, err error) {
+	queue := []string{"."}
+	for len(queue) > 0 {
+		if stopped(stop) {
+			return removed, nil
+		}
+		dir := queue[len(queue)-1]
+		queue = queue[:len(queue)-1]
+		f, oerr := root.OpenFile(dir, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NONBLOCK, 0)
+		if oerr != nil {
+			continue
+		}
+		for {
+			ents, rerr := f.ReadDir(listBatch)
+			for _, e := range ents {
+				p := e.Name()
+				if dir != "." {
+					p = dir + "/" + p
+				}
+				if Hidden(e.Name()) {
+					if fi, ierr := e.Info(); ierr == nil && fi.ModTime().Before(since) {
+						if rmErr := root.RemoveAll(p); rmErr != nil && err == nil {
+							err = rmErr
+						} else if rmErr == nil {
+							removed = append(removed, p)
+						}
+						continue
+					}
+				}
+				if e.IsDir() {
+					queue = append(queue, p)
+				}
+			}
+			if rerr != nil || stopped(stop) {
+				break
+			}
+		}
+		f.Close()
+	}
+	return removed, err
 }
 
 // EachName calls fn with every name of the open directory f but the
@@ -122,4 +194,14 @@ func (h *maxHeap) Pop() any {
 	x := old[len(old)-1]
 	*h = old[:len(old)-1]
 	return x
+}
+
+// stopped: stop is closed.
+func stopped(stop <-chan struct{}) bool {
+	select {
+	case <-stop:
+		return true
+	default:
+		return false
+	}
 }

@@ -494,7 +494,7 @@ func (s *Handlers) legacyUpload(w http.ResponseWriter, r *http.Request) {
 // less the umask, the mode a file created by Python's open(…, "wb") gets.
 func createUploadTemp(root *os.Root) (*os.File, string, error) {
 	for {
-		name := ".sandbox-upload-" + uuid.NewString() + ".tmp"
+		name := fsroot.UploadTempPrefix + uuid.NewString() + ".tmp"
 		f, err := root.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o666)
 		if errors.Is(err, os.ErrExist) {
 			continue
