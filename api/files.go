@@ -33,15 +33,19 @@ import (
 //   - A listing's "path" is the requested path ("" for the base dir); an
 //     entry describes the name itself, not a symlink's target (type "file",
 //     "directory", "symlink" or "other"); "modified_at" is RFC 3339 UTC;
-//     "mode" is the permission bits in octal ("0644").
+//     "mode" is the permission bits in octal ("0644"); "escaped_name", only
+//     for a name that is not UTF-8, is its bytes percent-encoded. Listings
+//     stream (fsroot.SortedEach) and never show the daemon's temporary
+//     names (fsroot.Hidden).
 //   - PUT has no size limit but the disk; the body is streamed to a
 //     temporary file in the target's directory and renamed over the target,
 //     so readers see the old or the new content, never a mix. The file is
 //     fsynced before the rename and the directory after it: a 204 survives
 //     a crash. Without ?mode= a new file gets 0644 and a replaced one keeps
 //     its mode. A trailing slash, the base dir or an existing directory is
-//     400; a parent that is not a directory is 409 conflict. A failed PUT
-//     removes its temporary file and the parents it created.
+//     400; a parent that is not a directory is 409 conflict. Missing
+//     parents are staged under a hidden name and renamed into place with
+//     the file (fsroot.Stage): a failed or killed PUT leaves no parent.
 //   - DELETE removes the name itself (a symlink, not its target). The base
 //     dir cannot be deleted (400); neither can a mount point, nor
 //     recursively a directory with a mount below it (409 busy).
