@@ -1,16 +1,17 @@
 package api
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"net/http"
 	"os"
-	"sort"
 	"strconv"
 	"strings"
 	"syscall"
+	"unicode/utf8"
 
 	"go.uber.org/zap"
 
@@ -32,15 +33,19 @@ import (
 //   - A listing's "path" is the requested path ("" for the base dir); an
 //     entry describes the name itself, not a symlink's target (type "file",
 //     "directory", "symlink" or "other"); "modified_at" is RFC 3339 UTC;
-//     "mode" is the permission bits in octal ("0644").
+//     "mode" is the permission bits in octal ("0644"); "escaped_name", only
+//     for a name that is not UTF-8, is its bytes percent-encoded. Listings
+//     stream (fsroot.SortedEach) and never show the daemon's temporary
+//     names (fsroot.Hidden).
 //   - PUT has no size limit but the disk; the body is streamed to a
 //     temporary file in the target's directory and renamed over the target,
 //     so readers see the old or the new content, never a mix. The file is
 //     fsynced before the rename and the directory after it: a 204 survives
 //     a crash. Without ?mode= a new file gets 0644 and a replaced one keeps
 //     its mode. A trailing slash, the base dir or an existing directory is
-//     400; a parent that is not a directory is 409 conflict. A failed PUT
-//     removes its temporary file and the parents it created.
+//     400; a parent that is not a directory is 409 conflict. Missing
+//     parents are staged under a hidden name and renamed into place with
+//     the file (fsroot.Stage): a failed or killed PUT leaves no parent.
 //   - DELETE removes the name itself (a symlink, not its target). The base
 //     dir cannot be deleted (400); neither can a mount point, nor
 //     recursively a directory with a mount below it (409 busy).
@@ -124,10 +129,24 @@ func (s *Server) getFile(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer in.Root.Close()
+	// Anything but a regular file or a directory is refused before it is
+	// opened: opening a socket fails (ENXIO), a device's open can act (a
+	// tape rewinds, a terminal would become the daemon's own).
+	notFile := badRequest(fmt.Sprintf("%q is not a regular file or a directory", rel))
+	if fi, err := in.Root.Stat(pycompat.DotIfEmpty(in.Rel)); err == nil && !fi.Mode().IsRegular() && !fi.IsDir() {
+		fail(w, notFile)
+		return
+	}
 	// One open through the root; everything after is answered from that
-	// descriptor. O_NONBLOCK: a FIFO must not block the open (it is refused
-	// below); reads of regular files and directories ignore the flag.
-	f, err := in.Root.OpenFile(pycompat.DotIfEmpty(in.Rel), os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	// descriptor, checked again (the name may have been swapped since).
+	// O_NONBLOCK: a FIFO must not block the open; reads of regular files
+	// and directories ignore the flag. O_NOCTTY: a terminal swapped in is
+	// never made the daemon's controlling terminal.
+	f, err := in.Root.OpenFile(pycompat.DotIfEmpty(in.Rel), os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
+	if e := sysErrno.Of(err); e == syscall.ENXIO || e == syscall.ENODEV {
+		fail(w, notFile) // a socket, or a device without a driver, swapped in
+		return
+	}
 	if err != nil {
 		fail(w, s.fileError(err, rel))
 		return
@@ -139,11 +158,11 @@ func (s *Server) getFile(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if fi.IsDir() {
-		s.listDir(w, in, f, fi, rel)
+		s.listDir(w, r, in, f, fi, rel)
 		return
 	}
 	if !fi.Mode().IsRegular() {
-		fail(w, badRequest(fmt.Sprintf("%q is not a regular file or a directory", rel)))
+		fail(w, notFile)
 		return
 	}
 	w.Header().Set("Content-Type", "application/octet-stream")
@@ -205,7 +224,12 @@ func (c *contentErrorWriter) Unwrap() http.ResponseWriter { return c.ResponseWri
 // in.Rel). Names and each entry's lstat come from that very directory,
 // opened as a root of its own; if a swap replaced the name between the two
 // opens, the listing is refused (409) rather than mixed.
-func (s *Server) listDir(w http.ResponseWriter, in pycompat.InBase, f *os.File, fi fs.FileInfo, rel string) {
+//
+// The listing streams: names come sorted from fsroot.SortedEach (which
+// holds at most fsroot.ListPassBytes of them), each entry is lstat'ed and
+// encoded as it is written, so memory does not grow with the directory.
+// HEAD answers the headers without reading the directory.
+func (s *Server) listDir(w http.ResponseWriter, r *http.Request, in pycompat.InBase, f *os.File, fi fs.FileInfo, rel string) {
 	dir, closeDir, err := fsroot.Sub(in.Root, in.Rel)
 	if err != nil {
 		fail(w, s.fileError(err, rel))
@@ -216,34 +240,60 @@ func (s *Server) listDir(w http.ResponseWriter, in pycompat.InBase, f *os.File, 
 		fail(w, &httpError{kind: errFileConflict, msg: fmt.Sprintf("%q changed while it was being listed", rel)})
 		return
 	}
-	names, err := f.Readdirnames(-1)
-	if err != nil {
-		fail(w, s.fileError(err, rel))
+	if r.Method == http.MethodHead {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusOK)
 		return
 	}
-	sort.Strings(names)
-	out := dirListing{Path: rel, Entries: []fileEntry{}}
-	for _, name := range names {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	bw := bufio.NewWriterSize(w, 32<<10)
+	bw.WriteString(`{"path":`)
+	bw.Write(marshal(rel))
+	bw.WriteString(`,"entries":[`)
+	n := 0
+	err = fsroot.SortedEach(f, func(name string) error {
 		fi, err := dir.Lstat(name)
 		if err != nil {
-			continue // removed meanwhile
+			return nil // removed meanwhile
 		}
-		typ := "other"
-		switch m := fi.Mode(); {
-		case m.IsRegular():
-			typ = "file"
-		case m.IsDir():
-			typ = "directory"
-		case m&fs.ModeSymlink != 0:
-			typ = "symlink"
+		if n > 0 {
+			bw.WriteByte(',')
 		}
-		out.Entries = append(out.Entries, fileEntry{
-			Name: name, Size: fi.Size(), Type: typ,
-			ModifiedAt: fi.ModTime().UTC(),
-			Mode:       fmt.Sprintf("%04o", unixPerm(fi.Mode())),
-		})
+		n++
+		_, err = bw.Write(marshal(entryOf(name, fi)))
+		return err
+	})
+	if err != nil {
+		// The status is sent: only a cut connection tells the client that
+		// the listing is not whole (never a valid but partial array).
+		s.log.Debug("listing cut short", zap.String("path", rel), zap.Error(err))
+		panic(http.ErrAbortHandler)
 	}
-	writeJSON(w, http.StatusOK, out)
+	bw.WriteString("]}")
+	bw.Flush()
+}
+
+// entryOf is the listing entry of name, lstat'ed as fi.
+func entryOf(name string, fi fs.FileInfo) fileEntry {
+	typ := "other"
+	switch m := fi.Mode(); {
+	case m.IsRegular():
+		typ = "file"
+	case m.IsDir():
+		typ = "directory"
+	case m&fs.ModeSymlink != 0:
+		typ = "symlink"
+	}
+	e := fileEntry{
+		Name: name, Size: fi.Size(), Type: typ,
+		ModifiedAt: fi.ModTime().UTC(),
+		Mode:       fmt.Sprintf("%04o", unixPerm(fi.Mode())),
+	}
+	if !utf8.ValidString(name) {
+		e.EscapedName = pycompat.Quote(name)
+	}
+	return e
 }
 
 // unixPerm is the 12 permission bits of m as chmod numbers them.
@@ -328,13 +378,13 @@ func (s *Server) putFile(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	parentRel, name := pycompat.Split(in.Rel)
-	created, err := fsroot.MkdirAll(in.Root, parentRel, 0o755)
-	committed := false
-	defer func() {
-		if !committed {
-			fsroot.RemoveCreated(in.Root, created)
-		}
-	}()
+	// From here on everything happens in the parent directory opened once:
+	// the temporary file, its rename and its removal on failure cannot be
+	// redirected by a rename of any component above it. Missing parents
+	// are made under a hidden temporary name and put in place with the
+	// file (fsroot.Stage): a PUT cut short, even by SIGKILL, leaves no
+	// parent behind at its real name.
+	staged, err := fsroot.Stage(in.Root, parentRel, 0o755)
 	if err != nil {
 		if e := sysErrno.Of(err); e == syscall.ENOTDIR || e == syscall.EEXIST {
 			fail(w, &httpError{kind: errFileConflict, msg: fmt.Sprintf("a parent of %q is not a directory", rel)})
@@ -343,15 +393,8 @@ func (s *Server) putFile(w http.ResponseWriter, r *http.Request) {
 		fail(w, s.fileError(err, rel))
 		return
 	}
-	// From here on everything happens in the parent directory opened once:
-	// the temporary file, its rename and its removal on failure cannot be
-	// redirected by a rename of any component above it.
-	dir, closeDir, err := fsroot.Sub(in.Root, parentRel)
-	if err != nil {
-		fail(w, s.fileError(err, rel))
-		return
-	}
-	defer closeDir()
+	defer staged.Close()
+	dir := staged.Dir
 	fi, err := dir.Lstat(name)
 	switch {
 	case err == nil && fi.IsDir():
@@ -382,7 +425,18 @@ func (s *Server) putFile(w http.ResponseWriter, r *http.Request) {
 		fail(w, s.fileError(err, rel))
 		return
 	}
-	committed = true
+	err = staged.Commit(name, 0o755)
+	switch e := sysErrno.Of(err); {
+	case e == syscall.EISDIR || e == syscall.EEXIST || e == syscall.ENOTEMPTY:
+		fail(w, badRequest(fmt.Sprintf("%q is a directory", rel)))
+		return
+	case e == syscall.ENOTDIR:
+		fail(w, &httpError{kind: errFileConflict, msg: fmt.Sprintf("a parent of %q is not a directory", rel)})
+		return
+	case err != nil:
+		fail(w, s.fileError(err, rel))
+		return
+	}
 	w.WriteHeader(http.StatusNoContent)
 }
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -221,6 +222,7 @@ func TestLegacyListSymlinks(t *testing.T) {
 	for _, e := range entries {
 		got = append(got, fmt.Sprintf("%s:%s:%d", e.Name, e.Type, e.Size))
 	}
+	sort.Strings(got) // /list answers in directory order, as Python's os.listdir
 	if strings.Join(got, " ") != "abs-in:file:3 plain:file:1 rel-in:file:3" {
 		t.Errorf("/list/s: %q; want the inside links followed, the outside ones omitted", got)
 	}
@@ -514,5 +516,48 @@ func TestFilesFIFONeverBlocks(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != 500 {
 		t.Errorf("upload below a FIFO: %d; want 500 (the Python OSError answer)", resp.StatusCode)
+	}
+}
+
+// TestFilesNonFiles: GET and HEAD of a unix socket, a FIFO and a device are
+// 400 invalid_request (a socket was once 500 internal: its open fails with
+// ENXIO), and /download of each is the legacy 404; the listing shows them
+// as "other".
+func TestFilesNonFiles(t *testing.T) {
+	ts := newTestServer(t, nil)
+	l, err := net.Listen("unix", filepath.Join(ts.BaseDir, "sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if err := syscall.Mkfifo(filepath.Join(ts.BaseDir, "fifo"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	names := []string{"sock", "fifo"}
+	// A character device 1:3 (like /dev/null), where the machine lets us.
+	if err := syscall.Mknod(filepath.Join(ts.BaseDir, "dev"), syscall.S_IFCHR|0o666, 1<<8|3); err == nil {
+		names = append(names, "dev")
+	} else {
+		t.Logf("no device node here (%v): checking the socket and the FIFO", err)
+	}
+	for _, n := range names {
+		for _, m := range []string{"GET", "HEAD"} {
+			status, _, body := fileReq(t, m, ts.URL+"/v1/files/"+n, nil)
+			if status != 400 || (m == "GET" && !strings.Contains(string(body), "invalid_request")) {
+				t.Errorf("%s /v1/files/%s: %d %s; want 400 invalid_request", m, n, status, body)
+			}
+		}
+		if status, _, body := fileReq(t, "GET", ts.URL+"/download/"+n, nil); status != 404 {
+			t.Errorf("GET /download/%s: %d %s; want 404", n, status, body)
+		}
+	}
+	status, _, body := fileReq(t, "GET", ts.URL+"/v1/files/", nil)
+	if status != 200 {
+		t.Fatalf("listing: %d %s", status, body)
+	}
+	for _, n := range names {
+		if !strings.Contains(string(body), `"name":"`+n+`","size":0,"type":"other"`) {
+			t.Errorf("listing %s: %s; want %s as type other", n, body, n)
+		}
 	}
 }

@@ -19,7 +19,6 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"strconv"
 	"strings"
 	"syscall"
 )
@@ -56,25 +55,25 @@ func Components(name string) []string {
 // Sub opens the directory dir below r as a root of its own ("" is r
 // itself, returned with a no-op close). Every later operation through the
 // result happens in that very directory, whatever is renamed meanwhile.
-// Anything but a directory at dir is ENOTDIR, at once: os.Root.OpenRoot
-// opens without O_DIRECTORY, so a FIFO there would block it until a writer
-// came; Sub opens the directory itself (O_DIRECTORY|O_NONBLOCK) and makes
-// the root from that descriptor through /proc/self/fd. Without /proc it
-// falls back to OpenRoot on the name, just checked to be a directory.
+// Anything but a directory at dir is ENOTDIR, at once: os.Root opens every
+// component but the last with O_DIRECTORY|O_NOFOLLOW, so Sub asks it for
+// dir + "/." — the last component is then ".", opened relative to dir's
+// own descriptor, which the kernel has just checked to be a directory (a
+// FIFO at dir cannot block the open). No path is ever re-opened by a name
+// outside the root (no /proc/self/fd/N, which whoever can mount over /proc
+// could point anywhere).
 func Sub(r *os.Root, dir string) (*os.Root, func(), error) {
-	if len(Components(dir)) == 0 {
+	parts := Components(dir)
+	if len(parts) == 0 {
 		return r, func() {}, nil
 	}
-	f, err := r.OpenFile(dir, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NONBLOCK, 0)
+	d, err := r.OpenRoot(strings.Join(parts, "/") + "/.")
 	if err != nil {
-		return nil, nil, err
-	}
-	defer f.Close()
-	d, err := os.OpenRoot("/proc/self/fd/" + strconv.Itoa(int(f.Fd())))
-	if err != nil {
-		if d, err = r.OpenRoot(dir); err != nil {
-			return nil, nil, err
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			pe.Path = dir
 		}
+		return nil, nil, err
 	}
 	return d, func() { d.Close() }, nil
 }

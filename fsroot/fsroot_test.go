@@ -10,6 +10,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 func openRoot(t *testing.T) (*os.Root, string) {
@@ -167,5 +168,42 @@ func TestSub(t *testing.T) {
 	}
 	if same, _, _ := Sub(r, ""); same != r {
 		t.Error(`Sub(r, "") is not r`)
+	}
+}
+
+// TestSubNotADirectory: Sub of a FIFO is ENOTDIR at once (never an open
+// that waits for a writer), a symlink to a directory inside the root is
+// followed, one leading out is the root's escape error.
+func TestSubNotADirectory(t *testing.T) {
+	r, dir := openRoot(t)
+	os.MkdirAll(filepath.Join(dir, "a"), 0o755)
+	if err := syscall.Mkfifo(filepath.Join(dir, "fifo"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	os.Symlink("a", filepath.Join(dir, "in"))
+	os.Symlink(t.TempDir(), filepath.Join(dir, "out"))
+	done := make(chan error, 1)
+	go func() { _, _, err := Sub(r, "fifo"); done <- err }()
+	select {
+	case err := <-done:
+		if !errors.Is(err, syscall.ENOTDIR) {
+			t.Errorf("Sub(fifo) = %v, want ENOTDIR", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Sub(fifo) blocked")
+	}
+	d, closeSub, err := Sub(r, "in")
+	if err != nil {
+		t.Fatalf("Sub(in → a) = %v", err)
+	}
+	defer closeSub()
+	if err := WriteAtomic(d, "f", 0o644, func(w io.Writer) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "a", "f")); err != nil {
+		t.Errorf("Sub(in) is not a: %v", err)
+	}
+	if _, _, err := Sub(r, "out"); !IsEscape(err) {
+		t.Errorf("Sub(out → outside) = %v, want the escape error", err)
 	}
 }

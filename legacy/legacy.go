@@ -23,6 +23,7 @@
 package legacy
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
 	"io"
@@ -32,11 +33,11 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"sort"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"go.uber.org/zap"
@@ -493,7 +494,7 @@ func (s *Handlers) legacyUpload(w http.ResponseWriter, r *http.Request) {
 // less the umask, the mode a file created by Python's open(…, "wb") gets.
 func createUploadTemp(root *os.Root) (*os.File, string, error) {
 	for {
-		name := ".sandbox-upload-" + uuid.NewString() + ".tmp"
+		name := fsroot.UploadTempPrefix + uuid.NewString() + ".tmp"
 		f, err := root.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o666)
 		if errors.Is(err, os.ErrExist) {
 			continue
@@ -625,10 +626,16 @@ func (s *Handlers) legacyDownloadPath(w http.ResponseWriter, p string) {
 		return
 	}
 	defer in.Root.Close()
-	// O_NONBLOCK: opening a FIFO must not block (it is not a file: 404
-	// below). The file is opened once, through the root, and answered from
-	// that descriptor.
-	f, err := in.Root.OpenFile(pycompat.DotIfEmpty(in.Rel), os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	// Anything but a regular file is 404 before it is opened (a socket's
+	// open fails, a device's open can act). O_NONBLOCK: opening a FIFO
+	// swapped in must not block; O_NOCTTY: nor a terminal become the
+	// daemon's. The file is opened once, through the root, and answered
+	// from that descriptor (checked again below).
+	if fi, err := in.Root.Stat(pycompat.DotIfEmpty(in.Rel)); err == nil && !fi.Mode().IsRegular() {
+		legacyMessage(w, http.StatusNotFound, "File not found")
+		return
+	}
+	f, err := in.Root.OpenFile(pycompat.DotIfEmpty(in.Rel), os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
 	if err != nil {
 		if errors.Is(err, os.ErrPermission) {
 			legacyMessage(w, http.StatusForbidden, "Access denied")
@@ -671,6 +678,9 @@ type legacyEntry struct {
 	Size    int64   `json:"size"`
 	Type    string  `json:"type"`
 	ModTime pyFloat `json:"mod_time"`
+	// EscapedName: only for a name that is not valid UTF-8 (Name then
+	// shows U+FFFD): its exact bytes percent-encoded, for /download/….
+	EscapedName string `json:"escaped_name,omitempty"`
 }
 
 // pyFloat is a float64 that encodes like Python's json (1700000200.0 keeps
@@ -699,19 +709,25 @@ func (s *Handlers) legacyListPath(w http.ResponseWriter, p string) {
 		return
 	}
 	defer closeDir()
-	names, err := readDirNames(dir)
+	// Entries are stat'ed and written as the names are read, in directory
+	// order (the Python server's os.listdir order too): memory does not
+	// grow with the directory. An error after the first entry can only
+	// cut the answer short.
+	f, err := dir.Open(".")
 	if err != nil {
 		legacyMessage(w, http.StatusInternalServerError, "List files failed: "+pycompat.OSErrorText(errnoOrErr(err)))
 		return
 	}
-	entries := []legacyEntry{}
-	for _, name := range names {
+	defer f.Close()
+	var bw *bufio.Writer
+	n := 0
+	err = fsroot.EachName(f, func(name string) error {
 		fi, err := dir.Lstat(name)
 		if err == nil && fi.Mode()&os.ModeSymlink != 0 {
 			fi, err = s.statLink(in, name)
 		}
 		if err != nil {
-			continue
+			return nil
 		}
 		typ := "file"
 		if fi.IsDir() {
@@ -719,10 +735,36 @@ func (s *Handlers) legacyListPath(w http.ResponseWriter, p string) {
 		}
 		mt := fi.ModTime()
 		// os.stat's st_mtime: sec + nsec*1e-9 in double precision.
-		entries = append(entries, legacyEntry{Name: name, Size: fi.Size(), Type: typ,
-			ModTime: pyFloat(float64(mt.Unix()) + float64(mt.Nanosecond())*1e-9)})
+		e := legacyEntry{Name: name, Size: fi.Size(), Type: typ,
+			ModTime: pyFloat(float64(mt.Unix()) + float64(mt.Nanosecond())*1e-9)}
+		if !utf8.ValidString(name) {
+			e.EscapedName = pycompat.Quote(name)
+		}
+		if bw == nil {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusOK)
+			bw = bufio.NewWriterSize(w, 32<<10)
+			bw.WriteByte('[')
+		}
+		if n > 0 {
+			bw.WriteByte(',')
+		}
+		n++
+		_, err = bw.Write(httpx.Marshal(e))
+		return err
+	})
+	switch {
+	case bw == nil && err != nil:
+		legacyMessage(w, http.StatusInternalServerError, "List files failed: "+pycompat.OSErrorText(errnoOrErr(err)))
+	case bw == nil:
+		writeJSON(w, http.StatusOK, []legacyEntry{})
+	case err != nil:
+		s.log.Debug("legacy list cut short", zap.Error(err))
+		panic(http.ErrAbortHandler) // the client must not take a cut array for a listing
+	default:
+		bw.WriteByte(']')
+		bw.Flush()
 	}
-	writeJSON(w, http.StatusOK, entries)
 }
 
 // statLink stats the symlink name in the directory in.Rel through its
@@ -735,18 +777,6 @@ func (s *Handlers) statLink(in pycompat.InBase, name string) (os.FileInfo, error
 		return nil, err
 	}
 	return in.Root.Stat(pycompat.DotIfEmpty(pycompat.RelOf(in.Base, full)))
-}
-
-// readDirNames returns the names in the directory dir is rooted at, sorted.
-func readDirNames(dir *os.Root) ([]string, error) {
-	f, err := dir.Open(".")
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	names, err := f.Readdirnames(-1)
-	sort.Strings(names)
-	return names, err
 }
 
 func (s *Handlers) legacyExistsPath(w http.ResponseWriter, p string) {

@@ -398,4 +398,9 @@ type FileEntry struct {
 	Type       string    `json:"type"`
 	ModifiedAt time.Time `json:"modified_at"`
 	Mode       string    `json:"mode"` // permission bits in octal, "0644"
+	// EscapedName is set only when Name is not valid UTF-8 (JSON text then
+	// shows each invalid byte as U+FFFD): the exact bytes of the name,
+	// percent-encoded (every byte but A-Z a-z 0-9 _ . - ~ as %XX), ready to
+	// append to a /v1/files URL path.
+	EscapedName string `json:"escaped_name,omitempty"`
 }

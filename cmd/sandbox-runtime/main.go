@@ -61,6 +61,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/sandbox-runtime/sandbox-runtime/api"
+	"github.com/sandbox-runtime/sandbox-runtime/fsroot"
 	"github.com/sandbox-runtime/sandbox-runtime/legacy"
 	"github.com/sandbox-runtime/sandbox-runtime/metrics"
 	"github.com/sandbox-runtime/sandbox-runtime/procgroup"
@@ -173,6 +174,7 @@ func newLogger(level, format string, w io.Writer) (*zap.Logger, error) {
 // A second signal during shutdown is not caught (stopSignals restores the
 // default action), so it ends the process at once.
 func run(ctx context.Context, stopSignals func(), cfg *config, log *zap.Logger, ready chan<- net.Addr) error {
+	started := time.Now()
 	reaper, err := procgroup.NewReaper(log.Named("reaper"))
 	if err != nil {
 		return &startError{fmt.Errorf("starting the reaper: %w", err)}
@@ -232,6 +234,13 @@ func run(ctx context.Context, stopSignals func(), cfg *config, log *zap.Logger, 
 	}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- hs.Serve(ln) }()
+	cleaned := make(chan struct{})
+	stopClean := make(chan struct{})
+	go func() {
+		defer close(cleaned)
+		cleanTemps(cfg.BaseDir, started, stopClean, log)
+	}()
+	defer func() { close(stopClean); <-cleaned }()
 
 	select {
 	case err := <-serveErr:
@@ -285,4 +294,21 @@ func isolate(reaper *procgroup.Reaper, cfg *config, log *zap.Logger) procgroup.I
 			zap.Duration("kill_grace", cfg.KillGrace), zap.Duration("shutdown_timeout", cfg.ShutdownTimeout))
 	}
 	return iso
+}
+
+// cleanTemps removes the temporary files and staged parents that writes
+// cut short by a crash or a SIGKILL left in the base dir (fsroot.CleanTemps:
+// only names older than this start, so a write already in progress is
+// safe); it runs beside the server, since listings hide those names anyway.
+func cleanTemps(base string, started time.Time, stop <-chan struct{}, log *zap.Logger) {
+	root, err := os.OpenRoot(base)
+	if err != nil {
+		return // the file routes report a missing base dir themselves
+	}
+	defer root.Close()
+	removed, err := fsroot.CleanTemps(root, started, stop)
+	if len(removed) > 0 || err != nil {
+		log.Info("removed what interrupted writes left", zap.Int("count", len(removed)),
+			zap.Strings("first", removed[:min(len(removed), 10)]), zap.Error(err))
+	}
 }
