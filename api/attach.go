@@ -492,7 +492,7 @@ type (
 func (a *attachment) apply(data []byte) error {
 	var t frameType
 	if err := json.Unmarshal(data, &t); err != nil {
-		return badRequest(describeJSONError(err))
+		return badRequest(describeJSONError(err, &t))
 	}
 	switch t.Type {
 	case "stdin":
@@ -536,12 +536,17 @@ func (a *attachment) apply(data []byte) error {
 	return badRequest(`unknown frame type ` + strconv.Quote(t.Type) + `; expected "stdin", "signal", "kill" or "resize"`)
 }
 
-// decodeFrame decodes exactly one JSON object into v, refusing unknown fields.
+// decodeFrame decodes exactly one JSON object into v as strictly as a
+// request body (checkKeys): unknown, case-variant and repeated keys are
+// refused.
 func decodeFrame(data []byte, v any) error {
+	if err := checkKeys(data, v); err != nil {
+		return err
+	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return badRequest(describeJSONError(err))
+		return badRequest(describeJSONError(err, v))
 	}
 	if _, err := dec.Token(); err != io.EOF {
 		return badRequest("the frame holds more than one JSON value")

@@ -614,6 +614,9 @@ func TestPTYWaitingForInput(t *testing.T) {
 		{"read x in sh on a pty", `{"argv":["sh","-c","read x"],"pty":{"cols":80,"rows":24}}`, "x\n"},
 		{"read x in a child of sh on a pipe", `{"argv":["sh","-c","sh -c 'read x'; echo done"],"stdin":true}`, "x\n"},
 		{"cat on a pipe", `{"argv":["cat"],"stdin":true}`, ""},
+		// Password prompts read /dev/tty, not fd 0 (issue 20 item 2).
+		{"getpass on a pty (/dev/tty)", `{"argv":["python3","-c","import getpass; getpass.getpass()"],"pty":{"cols":80,"rows":24}}`, "secret\n"},
+		{"read x </dev/tty in sh on a pty", `{"argv":["sh","-c","read x </dev/tty"],"pty":{"cols":80,"rows":24}}`, "x\n"},
 	} {
 		st := create(tc.body)
 		atWaitFor(t, tc.name+" waiting for input", func() bool { return waiting(st.CommandID) })
@@ -665,5 +668,61 @@ func TestPTYInfoFeature(t *testing.T) {
 	_, b := atDo(t, "GET", ts.URL+"/v1/info", "", nil)
 	if !strings.Contains(string(b), `"pty"`) {
 		t.Errorf("info %s; want feature pty", b)
+	}
+}
+
+// TestPTYObjectStrict: the pty object, a resize body and every WebSocket
+// frame are as strict as the top level of a create (issue 20 items 4, 6):
+// case-variant, unknown and repeated keys are 400 and nothing starts; the
+// messages name the JSON path, never a Go type, and a whole-number rule says
+// so.
+func TestPTYObjectStrict(t *testing.T) {
+	ts := newTestServer(t, nil)
+	for _, tc := range []struct{ body, msg string }{
+		{`{"argv":["true"],"pty":{"Cols":80,"ROWS":24}}`, `unknown field \"pty.Cols\"`},
+		{`{"argv":["true"],"pty":{"cols":80,"rows":24,"Term":"vt100"}}`, `unknown field \"pty.Term\"`},
+		{`{"argv":["true"],"pty":{"cols":80,"rows":24,"term":"vt100","term":"dumb"}}`, `field \"pty.term\" is given more than once`},
+		{`{"argv":["true"],"pty":{"cols":80,"cols":90,"rows":24}}`, `field \"pty.cols\" is given more than once`},
+		{`{"argv":["true"],"envs":{"A":"1","A":"2"}}`, `field \"envs\" gives the key \"A\" more than once`},
+		{`{"argv":["true"],"pty":{"cols":80.5,"rows":24}}`, `field \"pty.cols\" must be a whole number, not 80.5`},
+		{`{"argv":["true"],"pty":{"cols":"80","rows":24}}`, `field \"pty.cols\" must be a whole number, not a string`},
+	} {
+		code, b := atDo(t, "POST", ts.URL+"/v1/commands", tc.body, nil)
+		if code != http.StatusBadRequest || !strings.Contains(string(b), tc.msg) {
+			t.Errorf("%s: got %d %s; want 400 with %s", tc.body, code, b, tc.msg)
+		}
+	}
+	if running, _ := ts.M.Counts(); running != 0 {
+		t.Errorf("%d commands running after refused creates", running)
+	}
+
+	term := ptCreate(t, ts, []string{"cat"}, 80, 24, "")
+	for _, tc := range []struct{ body, msg string }{
+		{`{"cols":80.0,"rows":24}`, `field \"cols\" must be a whole number within range, not 80.0`},
+		{`{"Cols":80,"rows":24}`, `unknown field \"Cols\"`},
+		{`{"cols":80,"rows":24,"rows":25}`, `field \"rows\" is given more than once`},
+	} {
+		code, b := atDo(t, "POST", ts.URL+"/v1/commands/"+term.CommandID+"/resize", tc.body, nil)
+		if code != http.StatusBadRequest || !strings.Contains(string(b), tc.msg) {
+			t.Errorf("resize %s: got %d %s; want 400 with %s", tc.body, code, b, tc.msg)
+		}
+	}
+	c := atDial(t, ts, term.CommandID, "")
+	for _, tc := range []struct{ frame, msg string }{
+		{`{"type":"resize","cols":80.0,"rows":24}`, `field "cols" must be a whole number within range, not 80.0`},
+		{`{"type":"resize","COLS":80,"rows":24}`, `unknown field "COLS"`},
+		{`{"type":"resize","cols":80,"cols":81,"rows":24}`, `field "cols" is given more than once`},
+		{`{"type":"stdin","data":"x","Data":"y"}`, `unknown field "Data"`},
+		{`{"type":"stdin","data":"x","data":"rm -rf"}`, `field "data" is given more than once`},
+		{`{"type":"stdin","data":1}`, `field "data" must be a string, not a number`},
+	} {
+		c.send(tc.frame)
+		ev := c.read()
+		if ev.Type != "error" || ev.Error == nil || ev.Error.Code != "invalid_request" || !strings.Contains(ev.Error.Message, tc.msg) || strings.Contains(ev.Error.Message, "Body") {
+			t.Errorf("frame %s: got %+v (%+v); want invalid_request with %s", tc.frame, ev, ev.Error, tc.msg)
+		}
+	}
+	if s := ptStatusOf(t, ts, term.CommandID, 0); s.PTY == nil || s.PTY.Cols != 80 || s.PTY.Rows != 24 || s.PTYBytes != 0 {
+		t.Errorf("after refused frames: %+v, %d pty bytes; want 80x24 and nothing typed", s.PTY, s.PTYBytes)
 	}
 }

@@ -6,7 +6,8 @@ import "errors"
 // Spec.PTY.
 var ErrNotPTY = errors.New("procgroup: the process has no terminal")
 
-// fileID identifies an open file by device and inode (a terminal, a pipe).
+// fileID identifies an open file by device and inode (a terminal, a pipe);
+// rdev is the device number a terminal stands for (0 for a pipe).
 type fileID struct {
-	dev, ino uint64
+	dev, ino, rdev uint64
 }

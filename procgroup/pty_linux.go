@@ -75,7 +75,7 @@ func idOf(f *os.File) fileID {
 	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
 		return fileID{}
 	}
-	return fileID{dev: st.Dev, ino: st.Ino}
+	return fileID{dev: st.Dev, ino: st.Ino, rdev: st.Rdev}
 }
 
 // Resize sets the terminal's size; the kernel sends SIGWINCH to the
@@ -138,6 +138,7 @@ func (p *Process) foregroundGroup() int {
 type ptyProcStat struct {
 	state      byte
 	pgrp, sess int
+	tty        uint64 // tty_nr: the controlling terminal's device number, 0 for none
 }
 
 // readStat parses /proc/<pid>/stat; ok is false when the process is gone.
@@ -163,7 +164,7 @@ func readStat(pid int) (ptyProcStat, bool) {
 	if i < 0 {
 		return ptyProcStat{}, false
 	}
-	var f [4][]byte
+	var f [5][]byte
 	rest := b[i+1:]
 	for k := range f {
 		rest = bytes.TrimLeft(rest, " ")
@@ -178,10 +179,11 @@ func readStat(pid int) (ptyProcStat, bool) {
 	}
 	pgrp, ok1 := atoi(f[2])
 	sess, ok2 := atoi(f[3])
-	if !ok1 || !ok2 {
+	tty, ok3 := atoi(f[4])
+	if !ok1 || !ok2 || !ok3 {
 		return ptyProcStat{}, false
 	}
-	return ptyProcStat{state: f[0][0], pgrp: pgrp, sess: sess}, true
+	return ptyProcStat{state: f[0][0], pgrp: pgrp, sess: sess, tty: uint64(tty)}, true
 }
 
 // atoi parses a non-negative decimal without allocating.
@@ -322,12 +324,21 @@ func (p *Process) WaitingForInput() bool {
 	return waiting
 }
 
+// devTTY is the device number of /dev/tty (5:0), which stands for the
+// opener's controlling terminal.
+var devTTY = unix.Mkdev(5, 0)
+
 // readsInput reports whether pid sleeps in a read or wait for input on p's
-// terminal or stdin pipe.
+// terminal or stdin pipe. For a terminal, /dev/tty counts when pid's
+// controlling terminal is ours: getpass, sudo, ssh and passwd read their
+// password there rather than from fd 0.
 func (p *Process) readsInput(pid int, st ptyProcStat) bool {
 	if st.state != 'S' {
 		return false
 	}
+	// The controlling terminal of pid is ours (tty_nr is the slave's device
+	// number in the kernel's encoding, the same as stat's st_rdev).
+	ctty := p.PTY != nil && p.input.rdev != 0 && st.tty == p.input.rdev
 	dir := "/proc/" + strconv.Itoa(pid)
 	b, err := os.ReadFile(dir + "/syscall")
 	if err != nil {
@@ -354,7 +365,10 @@ func (p *Process) readsInput(pid int, st ptyProcStat) bool {
 		if fd > 1<<20 || unix.Stat(dir+"/fd/"+strconv.FormatUint(fd, 10), &st) != nil {
 			return false
 		}
-		return fileID{dev: st.Dev, ino: st.Ino} == p.input
+		if st.Dev == p.input.dev && st.Ino == p.input.ino {
+			return true
+		}
+		return ctty && st.Rdev == devTTY
 	}
 	switch {
 	case nr == unix.SYS_READ || nr == unix.SYS_READV:
