@@ -726,3 +726,72 @@ func TestPTYObjectStrict(t *testing.T) {
 		t.Errorf("after refused frames: %+v, %d pty bytes; want 80x24 and nothing typed", s.PTY, s.PTYBytes)
 	}
 }
+
+// ptWaiting polls the status until the command waits for input.
+func ptWaiting(t testing.TB, ts *testServer, id, what string) {
+	t.Helper()
+	atWaitFor(t, what, func() bool {
+		s := ptStatusOf(t, ts, id, 0)
+		return s.WaitingForInput != nil && *s.WaitingForInput
+	})
+}
+
+// TestPTYEOFAfterEditing: eof types one VEOF when the line discipline holds
+// no pending line, whatever the last byte sent was: after a kill (Ctrl-U),
+// after erasing every character, and after a raw-mode read took the bytes
+// (issue 20 item 1). A second VEOF would end the next reader too.
+func TestPTYEOFAfterEditing(t *testing.T) {
+	ts := newTestServer(t, nil)
+	const script = `cat; echo cat-done; read b; echo read-rc=$? b=$b`
+	for _, tc := range []struct{ name, before, typed string }{
+		{"kill", "", "junk\u0015"},
+		{"erase", "", "ab\x7f\x7f"},
+		{"erase a UTF-8 character", "", "é\x7f"},
+		{"word erase", "", "one two\x17\x17"},
+		{"raw read", `stty raw -echo; head -c 3 >/dev/null; stty -raw echo; `, "abc"},
+	} {
+		st := ptCreate(t, ts, []string{"sh", "-c", tc.before + script}, 80, 24, "")
+		c := atDial(t, ts, st.CommandID, "")
+		if tc.before != "" {
+			ptWaiting(t, ts, st.CommandID, tc.name+": head waiting in raw mode")
+			ptStdin(t, ts, st.CommandID, tc.typed, false)
+			atWaitFor(t, tc.name+": cat reading", func() bool {
+				b, _ := os.ReadFile("/proc/" + strconv.Itoa(st.PID) + "/task/" + strconv.Itoa(st.PID) + "/children")
+				for _, pid := range strings.Fields(string(b)) {
+					if comm, _ := os.ReadFile("/proc/" + pid + "/comm"); string(comm) == "cat\n" {
+						s := ptStatusOf(t, ts, st.CommandID, 0)
+						return *s.WaitingForInput
+					}
+				}
+				return false
+			})
+		} else {
+			ptStdin(t, ts, st.CommandID, tc.typed, false)
+		}
+		ptStdin(t, ts, st.CommandID, "", true)
+		c.readUntil("cat-done\r\n")
+		ptStdin(t, ts, st.CommandID, "hello\n", false)
+		end := c.readExitPTY()
+		if !bytes.Contains(c.out, []byte("read-rc=0 b=hello\r\n")) || end.State != "exited" {
+			t.Errorf("%s: %q then eof then hello: output %q, %s; want read-rc=0 b=hello", tc.name, tc.typed, c.out, end.State)
+		}
+	}
+
+	// sh -i: cat, ab, two backspaces, eof ends cat and not the shell.
+	st := ptCreate(t, ts, []string{"sh", "-i"}, 80, 24, `,"envs":{"PS1":"$ "}`)
+	c := atDial(t, ts, st.CommandID, "")
+	c.readUntil("$ ")
+	ptStdin(t, ts, st.CommandID, "cat\n", false)
+	atWaitFor(t, "cat in the foreground", func() bool { return foregroundIs(t, st.PID, "cat") })
+	ptWaiting(t, ts, st.CommandID, "cat waiting")
+	ptStdin(t, ts, st.CommandID, "ab\x7f\x7f", false)
+	ptStdin(t, ts, st.CommandID, "", true)
+	mark := len(c.out)
+	atWaitFor(t, "the shell in the foreground again", func() bool { return foregroundIs(t, st.PID, "sh") })
+	ptStdin(t, ts, st.CommandID, "echo still-$((6*7))\n", false)
+	c.readUntilAfter(mark, "still-42\r\n")
+	ptStdin(t, ts, st.CommandID, "exit\n", false)
+	if end := c.readExitPTY(); end.State != "exited" || *end.ExitCode != 0 {
+		t.Errorf("sh -i after exit: %+v; want exited 0", end)
+	}
+}

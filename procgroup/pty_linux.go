@@ -421,3 +421,173 @@ func readMem(dir string, addr uint64, dst []byte) bool {
 	n, err := f.ReadAt(dst, int64(addr))
 	return err == nil && n == len(dst)
 }
+
+// maxCanonLine is the longest line the kernel's canonical line discipline
+// keeps (N_TTY_BUF_SIZE - 1); what comes after is dropped by the kernel too.
+const maxCanonLine = 4095
+
+// InputLine follows the line that the terminal's line discipline is
+// editing: the bytes typed since the last end of line that a canonical
+// read has not been given yet. The kernel does not tell (TIOCINQ, FIONREAD
+// and poll count complete lines only in canonical mode), so TrackInput
+// replays what the line discipline does with each byte under the
+// terminal's current termios: erase (VERASE, with IUTF8 a whole
+// character), word erase (VWERASE), kill (VKILL), literal next (VLNEXT),
+// the ends of line (\n, VEOL, VEOL2, VEOF), the input maps (IGNCR, ICRNL,
+// INLCR, ISTRIP), start/stop (IXON) and the signal characters, which flush
+// the line unless NOFLSH. A byte written while the terminal is not
+// canonical leaves no line pending: it is readable at once, and when the
+// program goes back to canonical mode the kernel makes what is left a
+// complete line. The zero value is an empty line. One goroutine (the
+// terminal's writer) owns it.
+type InputLine struct {
+	buf   []byte
+	lnext bool // the last byte was VLNEXT: the next is taken literally
+}
+
+// Pending reports whether a line is being edited (VEOF would end that
+// line rather than read as end of file).
+func (l *InputLine) Pending() bool { return len(l.buf) > 0 }
+
+// TrackInput updates l for data, which the caller is about to write to the
+// terminal, under the terminal's termios now. It changes nothing when the
+// termios cannot be read (the terminal is closing).
+func (p *Process) TrackInput(l *InputLine, data []byte) {
+	t, err := p.termios()
+	if err != nil {
+		return
+	}
+	l.apply(t, data)
+}
+
+// EOFSequence returns what the caller writes to the terminal for an eof,
+// given l: VEOF, and in canonical mode with a line pending VEOF twice (the
+// first ends that line, the second reads as end of file). It resets l.
+// ErrNoVEOF when the program has disabled VEOF.
+func (p *Process) EOFSequence(l *InputLine) ([]byte, error) {
+	t, err := p.termios()
+	if err != nil {
+		return nil, err
+	}
+	veof := t.Cc[unix.VEOF]
+	if veof == 0 {
+		return nil, ErrNoVEOF
+	}
+	seq := []byte{veof}
+	if t.Lflag&unix.ICANON != 0 && l.Pending() {
+		seq = append(seq, veof)
+	}
+	l.buf, l.lnext = l.buf[:0], false
+	return seq, nil
+}
+
+func (p *Process) termios() (*unix.Termios, error) {
+	if p.PTY == nil {
+		return nil, ErrNotPTY
+	}
+	var t *unix.Termios
+	var err error
+	if cerr := p.withMaster(func(fd int) { t, err = unix.IoctlGetTermios(fd, unix.TCGETS) }); cerr != nil {
+		return nil, cerr
+	}
+	if err != nil {
+		return nil, os.NewSyscallError("tcgetattr", err)
+	}
+	return t, nil
+}
+
+// apply is the line discipline's input processing of data under t, as far
+// as the pending line is concerned (drivers/tty/n_tty.c).
+func (l *InputLine) apply(t *unix.Termios, data []byte) {
+	cc := func(i int) int { // a special character, -1 when disabled
+		if c := t.Cc[i]; c != 0 {
+			return int(c)
+		}
+		return -1
+	}
+	isig, icanon, iexten := t.Lflag&unix.ISIG != 0, t.Lflag&unix.ICANON != 0, t.Lflag&unix.IEXTEN != 0
+	for _, b := range data {
+		if t.Iflag&unix.ISTRIP != 0 {
+			b &= 0x7f
+		}
+		switch {
+		case b == '\r' && t.Iflag&unix.IGNCR != 0:
+			continue
+		case b == '\r' && t.Iflag&unix.ICRNL != 0:
+			b = '\n'
+		case b == '\n' && t.Iflag&unix.INLCR != 0:
+			b = '\r'
+		}
+		c := int(b)
+		if !icanon {
+			l.buf, l.lnext = l.buf[:0], false
+			continue
+		}
+		if l.lnext {
+			l.lnext = false
+			l.add(b)
+			continue
+		}
+		switch {
+		case isig && (c == cc(unix.VINTR) || c == cc(unix.VQUIT) || c == cc(unix.VSUSP)):
+			if t.Lflag&unix.NOFLSH == 0 {
+				l.buf = l.buf[:0]
+			}
+		case t.Iflag&unix.IXON != 0 && (c == cc(unix.VSTART) || c == cc(unix.VSTOP)):
+		case c == cc(unix.VERASE):
+			l.erase(t.Iflag&unix.IUTF8 != 0)
+		case c == cc(unix.VKILL):
+			l.buf = l.buf[:0]
+		case iexten && c == cc(unix.VWERASE):
+			l.eraseWord()
+		case iexten && c == cc(unix.VLNEXT):
+			l.lnext = true
+		case iexten && c == cc(unix.VREPRINT):
+		case c == '\n' || c == cc(unix.VEOF) || c == cc(unix.VEOL) || iexten && c == cc(unix.VEOL2):
+			l.buf = l.buf[:0]
+		default:
+			l.add(b)
+		}
+	}
+}
+
+func (l *InputLine) add(b byte) {
+	if len(l.buf) < maxCanonLine {
+		l.buf = append(l.buf, b)
+	}
+}
+
+// erase removes the last character (with utf8, a lead byte and its
+// continuation bytes).
+func (l *InputLine) erase(utf8 bool) {
+	for len(l.buf) > 0 {
+		b := l.buf[len(l.buf)-1]
+		l.buf = l.buf[:len(l.buf)-1]
+		if !utf8 || b&0xc0 != 0x80 {
+			return
+		}
+	}
+}
+
+// eraseWord is VWERASE: blanks, then the word before them (n_tty's rule: a
+// word is alphanumerics and '_', or one other character).
+func (l *InputLine) eraseWord() {
+	seen := false
+	for len(l.buf) > 0 {
+		b := l.buf[len(l.buf)-1]
+		word := b >= '0' && b <= '9' || b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z' || b == '_'
+		switch {
+		case b == ' ' || b == '\t':
+			if seen {
+				return
+			}
+		case word:
+			seen = true
+		default:
+			if seen {
+				return
+			}
+		}
+		l.buf = l.buf[:len(l.buf)-1]
+	}
+}

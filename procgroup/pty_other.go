@@ -12,3 +12,15 @@ func (p *Process) TerminalEOF() (veof byte, canonical bool, err error) {
 
 // WaitingForInput returns false.
 func (p *Process) WaitingForInput() bool { return false }
+
+// InputLine is the pending line of a terminal (Linux only).
+type InputLine struct{}
+
+// Pending reports false.
+func (l *InputLine) Pending() bool { return false }
+
+// TrackInput does nothing.
+func (p *Process) TrackInput(l *InputLine, data []byte) {}
+
+// EOFSequence returns ErrUnsupported.
+func (p *Process) EOFSequence(l *InputLine) ([]byte, error) { return nil, ErrUnsupported }

@@ -67,9 +67,17 @@ type stdinQueue struct {
 	enabled bool
 	closed  bool     // eof requested (or never enabled, or the command finished)
 	queued  int      // bytes accepted and not yet written
-	chunks  [][]byte // in order
+	chunks  []stdinChunk // in order
 	broken  bool     // a write failed: later data is discarded
 	wake    chan struct{}
+}
+
+// stdinChunk is one write for the writer. eof (terminals only) asks it to
+// type the end of file after data: what that takes is decided when it is
+// written, from the terminal's state then (procgroup.EOFSequence).
+type stdinChunk struct {
+	data []byte
+	eof  bool
 }
 
 // ID returns the canonical command id.
@@ -217,7 +225,7 @@ func (c *Command) WriteStdin(data []byte, eof bool) (int, bool, error) {
 		return 0, false, errorf(ErrStdinFull, "stdin queue holds %d of %d bytes; %d more do not fit", q.queued, c.m.cfg.StdinLimit, len(data))
 	}
 	if len(data) > 0 {
-		q.chunks = append(q.chunks, append([]byte(nil), data...))
+		q.chunks = append(q.chunks, stdinChunk{data: append([]byte(nil), data...)})
 		q.queued += len(data)
 	}
 	if eof {
@@ -527,27 +535,43 @@ func (c *Command) writeStdin(w *os.File) {
 	if hook := testHookStdinWriterExit.Load(); hook != nil {
 		defer (*hook)(c)
 	}
+	var line procgroup.InputLine // a terminal's pending line; only this goroutine touches it
 	for {
 		c.mu.Lock()
 		q := &c.stdin
-		var chunk []byte
-		if len(q.chunks) > 0 {
+		var chunk stdinChunk
+		ok := len(q.chunks) > 0
+		if ok {
 			chunk = q.chunks[0]
-			q.chunks[0] = nil
+			q.chunks[0] = stdinChunk{}
 			q.chunks = q.chunks[1:]
 		}
 		closed, broken := q.closed, q.broken
 		c.mu.Unlock()
-		if chunk != nil {
+		if ok {
+			data, size := chunk.data, len(chunk.data)
+			if chunk.eof {
+				size++
+			}
+			if !broken && c.term != nil {
+				c.proc.TrackInput(&line, data)
+				if chunk.eof {
+					seq, err := c.proc.EOFSequence(&line)
+					if err == nil {
+						data = append(data, seq...)
+					} else if !errors.Is(err, procgroup.ErrNoVEOF) {
+						broken = true // the terminal is closing
+					}
+				}
+			}
 			if !broken {
-				if _, err := w.Write(chunk); err != nil {
-					c.mu.Lock()
-					q.broken = true
-					c.mu.Unlock()
+				if _, err := w.Write(data); err != nil {
+					broken = true
 				}
 			}
 			c.mu.Lock()
-			q.queued -= len(chunk)
+			q.broken = q.broken || broken
+			q.queued -= size
 			if q.queued < 0 {
 				q.queued = 0
 			}

@@ -35,9 +35,6 @@ type ptySpec struct {
 type terminal struct {
 	resizeMu   sync.Mutex
 	cols, rows int
-	// lineOpen: the last byte queued for the terminal leaves a line pending in
-	// the line discipline (so a VEOF would only end that line).
-	lineOpen bool
 }
 
 func newTerminal(p *ptySpec) *terminal {
@@ -157,17 +154,18 @@ func (c *Command) Resize(cols, rows int) (Status, error) {
 
 // writeTerminal is WriteStdin for a command on a terminal: data goes to the
 // terminal as raw bytes (the line discipline turns Ctrl-C into SIGINT, and
-// echoes in canonical mode), and eof writes the terminal's VEOF character
-// rather than closing anything, so the terminal stays usable. When the bytes
-// before it leave a line pending, VEOF is written twice in canonical mode:
-// the first ends the pending line, the second reads as end of file. Stdin of
-// a terminal is never closed; the answer's closed is false.
+// echoes in canonical mode), and eof types the terminal's VEOF character
+// rather than closing anything, so the terminal stays usable. When the
+// line discipline is editing a line at that moment (bytes typed since the
+// last end of line, after erase and kill: procgroup.InputLine), VEOF is
+// typed twice in canonical mode: the first ends the pending line, the
+// second reads as end of file. The writer decides when it writes the eof,
+// after everything queued before it. Stdin of a terminal is never closed;
+// the answer's closed is false.
 func (c *Command) writeTerminal(data []byte, eof bool) (int, bool, error) {
-	var veof byte
-	canonical := false
 	if eof {
-		var err error
-		if veof, canonical, err = c.proc.TerminalEOF(); err != nil {
+		veof, _, err := c.proc.TerminalEOF()
+		if err != nil {
 			return 0, false, errorf(ErrFinished, "command %s is ending: %v", c.id, err)
 		}
 		if veof == 0 { // _POSIX_VDISABLE: the program switched EOF off
@@ -176,31 +174,21 @@ func (c *Command) writeTerminal(data []byte, eof bool) (int, bool, error) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	lineOpen := c.term.lineOpen
-	if len(data) > 0 {
-		b := data[len(data)-1]
-		lineOpen = b != '\n' && b != '\r' && b != 0x04 && (veof == 0 || b != veof)
-	}
-	chunk := data
+	size := len(data)
 	if eof {
-		chunk = append(append([]byte(nil), data...), veof)
-		if canonical && lineOpen {
-			chunk = append(chunk, veof)
-		}
-		lineOpen = false
+		size++ // VEOF; a second one is not counted
 	}
 	q := &c.stdin
 	switch {
 	case c.state.Finished():
 		return 0, false, errorf(ErrFinished, "command %s has finished", c.id)
-	case q.queued+len(chunk) > c.m.cfg.StdinLimit:
-		return 0, false, errorf(ErrStdinFull, "stdin queue holds %d of %d bytes; %d more do not fit", q.queued, c.m.cfg.StdinLimit, len(chunk))
+	case q.queued+size > c.m.cfg.StdinLimit:
+		return 0, false, errorf(ErrStdinFull, "stdin queue holds %d of %d bytes; %d more do not fit", q.queued, c.m.cfg.StdinLimit, size)
 	}
-	if len(chunk) > 0 {
-		q.chunks = append(q.chunks, append([]byte(nil), chunk...))
-		q.queued += len(chunk)
+	if size > 0 {
+		q.chunks = append(q.chunks, stdinChunk{data: append([]byte(nil), data...), eof: eof})
+		q.queued += size
 	}
-	c.term.lineOpen = lineOpen
 	select {
 	case q.wake <- struct{}{}:
 	default:
