@@ -65,10 +65,10 @@ type Command struct {
 // It is guarded by Command.mu.
 type stdinQueue struct {
 	enabled bool
-	closed  bool     // eof requested (or never enabled, or the command finished)
-	queued  int      // bytes accepted and not yet written
+	closed  bool         // eof requested (or never enabled, or the command finished)
+	queued  int          // bytes accepted and not yet written
 	chunks  []stdinChunk // in order
-	broken  bool     // a write failed: later data is discarded
+	broken  bool         // a write failed: later data is discarded
 	wake    chan struct{}
 }
 
