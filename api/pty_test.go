@@ -183,7 +183,7 @@ func TestPTYTermFromEnvs(t *testing.T) {
 func TestPTYCreateRefused(t *testing.T) {
 	ts := newTestServer(t, nil)
 	for _, pty := range []string{
-		`{"cols":0,"rows":24}`, `{"cols":80,"rows":1001}`, `{"cols":80}`, `{"rows":24}`,
+		`{"cols":0,"rows":24}`, `{"cols":80}`, `{"rows":24}`,
 		`{"cols":80,"rows":24,"term":"a b"}`, `{"cols":80,"rows":24,"term":"x=y"}`,
 		`{"cols":80,"rows":24,"bogus":1}`, `{"cols":-1,"rows":24}`, `{"cols":1.5,"rows":24}`, `[]`,
 	} {
@@ -212,7 +212,7 @@ func TestPTYResizeRefused(t *testing.T) {
 	c.readError("not_a_terminal")
 
 	term := ptCreate(t, ts, []string{"cat"}, 80, 24, "")
-	for _, body := range []string{`{"cols":0,"rows":24}`, `{"cols":80,"rows":1001}`, `{"cols":80}`, `{}`, `{"cols":80,"rows":24,"x":1}`} {
+	for _, body := range []string{`{"cols":0,"rows":24}`, `{"cols":80}`, `{}`, `{"cols":80,"rows":24,"x":1}`} {
 		code, b := atDo(t, "POST", ts.URL+"/v1/commands/"+term.CommandID+"/resize", body, nil)
 		if code != http.StatusBadRequest {
 			t.Errorf("resize %s: got %d %s; want 400", body, code, b)
@@ -245,6 +245,11 @@ func TestPTYWebSocketResize(t *testing.T) {
 while [ "$x" != q ]; do read x && echo got:$x; done`}, 80, 24, "")
 	c := atDial(t, ts, st.CommandID, "")
 	c.readUntil("ready\r\n")
+	// The shell runs a trap only between commands or when a signal
+	// interrupts a blocking read: a SIGWINCH that lands after its last check
+	// and before read(2) waits for the next line. So resize once it sleeps
+	// in read.
+	ptWaiting(t, ts, st.CommandID, "the shell asleep in read")
 	c.send(`{"type":"resize","cols":132,"rows":50}`)
 	c.readUntil("WINCH 50 132\r\n")
 	if s := ptStatusOf(t, ts, st.CommandID, 0); s.PTY == nil || s.PTY.Cols != 132 || s.PTY.Rows != 50 {
@@ -793,5 +798,41 @@ func TestPTYEOFAfterEditing(t *testing.T) {
 	ptStdin(t, ts, st.CommandID, "exit\n", false)
 	if end := c.readExitPTY(); end.State != "exited" || *end.ExitCode != 0 {
 		t.Errorf("sh -i after exit: %+v; want exited 0", end)
+	}
+}
+
+// TestPTYSizeClampedAndReal: a size over 1000 is taken as 1000 at create and
+// resize (never refused, never dropped), and the status reports the
+// kernel's size and the TERM the command started with, not the request's
+// (issue 20 items 5, 7).
+func TestPTYSizeClampedAndReal(t *testing.T) {
+	ts := newTestServer(t, nil)
+	st := ptCreate(t, ts, []string{"sh", "-c", `trap 'echo WINCH $(stty size)' WINCH; stty size; while [ "$x" != go ]; do read x; done; stty cols 50 rows 7; echo set; read y`}, 1200, 40, `,"envs":{"TERM":"vt100"}`)
+	if st.PTY == nil || st.PTY.Cols != 1000 || st.PTY.Rows != 40 || st.PTY.Term != "vt100" {
+		t.Errorf("create 1200x40 with TERM=vt100 in envs: pty %+v; want 1000x40 vt100", st.PTY)
+	}
+	c := atDial(t, ts, st.CommandID, "")
+	c.readUntil("40 1000\r\n")
+	ptWaiting(t, ts, st.CommandID, "the shell asleep in read")
+	b := ptResize(t, ts, st.CommandID, 1200, 1100, http.StatusOK)
+	if s := ptDecode(t, b); s.PTY == nil || s.PTY.Cols != 1000 || s.PTY.Rows != 1000 {
+		t.Errorf("resize 1200x1100: pty %+v; want 1000x1000", s.PTY)
+	}
+	c.readUntil("WINCH 1000 1000\r\n")
+	mark := len(c.out)
+	ptWaiting(t, ts, st.CommandID, "the shell asleep in read again")
+	c.send(map[string]any{"type": "resize", "cols": 1300, "rows": 41})
+	c.readUntilAfter(mark, "WINCH 41 1000\r\n")
+	if s := ptStatusOf(t, ts, st.CommandID, 0); s.PTY == nil || s.PTY.Cols != 1000 || s.PTY.Rows != 41 {
+		t.Errorf("status after a resize frame of 1300x41: %+v; want 1000x41", s.PTY)
+	}
+	ptStdin(t, ts, st.CommandID, "go\n", false)
+	c.readUntil("set\r\n")
+	if s := ptStatusOf(t, ts, st.CommandID, 0); s.PTY == nil || s.PTY.Cols != 50 || s.PTY.Rows != 7 {
+		t.Errorf("status after the program's stty cols 50 rows 7: %+v; want 50x7", s.PTY)
+	}
+	ptStdin(t, ts, st.CommandID, "\n", false)
+	if end := c.readExitPTY(); end.PTY == nil || end.PTY.Cols != 50 || end.PTY.Rows != 7 {
+		t.Errorf("final status: %+v; want the last size, 50x7", end.PTY)
 	}
 }

@@ -95,6 +95,24 @@ func (p *Process) Resize(ws Winsize) error {
 	return os.NewSyscallError("TIOCSWINSZ", err)
 }
 
+// Size returns the terminal's size as the kernel has it now: the last
+// Resize, or what the program set itself (stty cols 50). ErrNotPTY without
+// a terminal; an error once the master is closed.
+func (p *Process) Size() (Winsize, error) {
+	if p.PTY == nil {
+		return Winsize{}, ErrNotPTY
+	}
+	var ws *unix.Winsize
+	var err error
+	if cerr := p.withMaster(func(fd int) { ws, err = unix.IoctlGetWinsize(fd, unix.TIOCGWINSZ) }); cerr != nil {
+		return Winsize{}, cerr
+	}
+	if err != nil {
+		return Winsize{}, os.NewSyscallError("TIOCGWINSZ", err)
+	}
+	return Winsize{Cols: ws.Col, Rows: ws.Row}, nil
+}
+
 // TerminalEOF returns the terminal's end-of-file character (VEOF, normally
 // Ctrl-D) and whether the line discipline is in canonical mode, where VEOF
 // means end of file (in raw mode it is a byte like any other).

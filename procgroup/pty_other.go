@@ -5,6 +5,9 @@ package procgroup
 // Resize returns ErrUnsupported.
 func (p *Process) Resize(ws Winsize) error { return ErrUnsupported }
 
+// Size returns ErrUnsupported.
+func (p *Process) Size() (Winsize, error) { return Winsize{}, ErrUnsupported }
+
 // TerminalEOF returns ErrUnsupported.
 func (p *Process) TerminalEOF() (veof byte, canonical bool, err error) {
 	return 0, false, ErrUnsupported

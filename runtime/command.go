@@ -93,9 +93,13 @@ func (c *Command) Status() Status { return c.status(true) }
 // (answering false), for the status of a command that has just started.
 func (c *Command) status(look bool) Status {
 	waiting := look && c.waitingForInput()
+	size, sized := c.terminalSize()
 	st := c.ring.Stats()
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if sized {
+		c.term.cols, c.term.rows = size.cols, size.rows
+	}
 	s := Status{
 		CommandID:       c.id,
 		Argv:            c.spec.argv,

@@ -154,7 +154,7 @@ func (m *Manager) Create(r CreateRequest) (Status, bool, error) {
 		state:     StateStarting,
 		createdAt: now,
 		stdin:     stdinQueue{enabled: s.stdin, closed: !s.stdin, wake: make(chan struct{}, 1)},
-		term:      newTerminal(s.pty),
+		term:      newTerminal(s),
 	}
 	m.cmds[id] = c
 	m.order = append(m.order, c)
