@@ -70,6 +70,7 @@ type stdinQueue struct {
 	chunks  []stdinChunk // in order
 	broken  bool         // a write failed: later data is discarded
 	wake    chan struct{}
+	room    chan struct{} // closed (and replaced) each time the writer takes a chunk off
 }
 
 // stdinChunk is one write for the writer. eof (terminals only) asks it to
@@ -240,6 +241,29 @@ func (c *Command) WriteStdin(data []byte, eof bool) (int, bool, error) {
 	default:
 	}
 	return len(data), q.closed, nil
+}
+
+// WriteStdinWait is WriteStdin for a sender that must not lose input (a
+// WebSocket attachment, which has no Retry-After to offer): while the queue
+// is full it waits for the writer to make room, until the command finishes
+// (ErrFinished) or abort is closed (ErrStdinFull, nothing queued). It still
+// answers ErrStdinFull at once for data that could never fit the queue.
+func (c *Command) WriteStdinWait(abort <-chan struct{}, data []byte, eof bool) (int, bool, error) {
+	for {
+		c.mu.Lock()
+		room := c.stdin.room
+		c.mu.Unlock()
+		n, closed, err := c.WriteStdin(data, eof)
+		if !errors.Is(err, ErrStdinFull) || len(data)+1 > c.m.cfg.StdinLimit {
+			return n, closed, err
+		}
+		select {
+		case <-room:
+		case <-c.done: // the next WriteStdin answers ErrFinished
+		case <-abort:
+			return n, closed, err
+		}
+	}
 }
 
 // requestEnd asks the owner to signal the process group (SIGTERM, then
@@ -579,6 +603,8 @@ func (c *Command) writeStdin(w *os.File) {
 			if q.queued < 0 {
 				q.queued = 0
 			}
+			close(q.room)
+			q.room = make(chan struct{})
 			c.mu.Unlock()
 			continue
 		}

@@ -153,7 +153,7 @@ func (m *Manager) Create(r CreateRequest) (Status, bool, error) {
 		done:      make(chan struct{}),
 		state:     StateStarting,
 		createdAt: now,
-		stdin:     stdinQueue{enabled: s.stdin, closed: !s.stdin, wake: make(chan struct{}, 1)},
+		stdin:     stdinQueue{enabled: s.stdin, closed: !s.stdin, wake: make(chan struct{}, 1), room: make(chan struct{})},
 		term:      newTerminal(s),
 	}
 	m.cmds[id] = c

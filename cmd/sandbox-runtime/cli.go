@@ -64,6 +64,7 @@ import (
 	"golang.org/x/term"
 
 	srclient "github.com/sandbox-runtime/sandbox-runtime/client"
+	"github.com/sandbox-runtime/sandbox-runtime/runtime"
 	"github.com/sandbox-runtime/sandbox-runtime/wire"
 )
 
@@ -148,6 +149,8 @@ type cli struct {
 
 	wmu  sync.Mutex
 	werr error // the first error writing the command's output here
+
+	clamped [2]int // the last window size clampWindow reported as too large
 }
 
 // runCLI runs the subcommand args[0] and returns the exit code.
@@ -324,6 +327,33 @@ func (c *cli) usageError(fs *flag.FlagSet, msg string) {
 
 func (c *cli) errorf(format string, args ...any) {
 	fmt.Fprintf(c.stderr, "sandbox-runtime %s: %s\n", c.name, fmt.Sprintf(format, args...))
+}
+
+// rawErrorf is errorf while the local terminal is raw (no \n to \r\n
+// translation): the note gets a line of its own.
+func (c *cli) rawErrorf(format string, args ...any) {
+	fmt.Fprintf(c.stderr, "\r\nsandbox-runtime %s: %s\r\n", c.name, fmt.Sprintf(format, args...))
+}
+
+// clampWindow brings a window size over the daemon's terminal limit
+// (1000 columns and rows, runtime.MaxTerminalSize) down to it, and says so
+// on stderr each time the size asked for changes (raw: the terminal is in
+// raw mode). The daemon clamps too; saying it here tells the person why
+// the program draws narrower than the window.
+func (c *cli) clampWindow(cols, rows int, raw bool) (int, int) {
+	wc, wr := min(cols, runtime.MaxTerminalSize), min(rows, runtime.MaxTerminalSize)
+	if wc != cols || wr != rows {
+		key := [2]int{cols, rows}
+		if c.clamped != key {
+			c.clamped = key
+			note := c.errorf
+			if raw {
+				note = c.rawErrorf
+			}
+			note("this window is %dx%d; a terminal has at most %d columns and rows, so the command's is %dx%d", cols, rows, runtime.MaxTerminalSize, wc, wr)
+		}
+	}
+	return wc, wr
 }
 
 // connect makes the client from the flags and the environment.
@@ -908,6 +938,7 @@ func (c *cli) executeTTY(parent context.Context, f *createFlags, argv []string) 
 	if termName == "" {
 		termName = defaultTermEnv
 	}
+	cols, rows = c.clampWindow(cols, rows, false)
 	req.PTY = &wire.PTYRequest{Cols: cols, Rows: rows, Term: termName}
 	req.CommandID = uuid.NewString()
 	st, err := c.c.Start(ctx, req)
@@ -948,7 +979,10 @@ func (c *cli) attachTo(ctx context.Context, st *wire.Status, cursor int64, withS
 		defer signal.Stop(winch)
 		resize := func() {
 			if cols, rows, err := term.GetSize(in); err == nil && cols > 0 && rows > 0 {
-				c.c.Resize(ctx, st.CommandID, cols, rows)
+				cols, rows = c.clampWindow(cols, rows, true)
+				if _, err := c.c.Resize(ctx, st.CommandID, cols, rows); err != nil && !isInputDone(err) && ctx.Err() == nil {
+					c.rawErrorf("the window size %dx%d did not reach the command: %v", cols, rows, reason(err))
+				}
 			}
 		}
 		if st.PTY.Cols != 0 {
@@ -965,11 +999,17 @@ func (c *cli) attachTo(ctx context.Context, st *wire.Status, cursor int64, withS
 		}()
 	}
 	detached := make(chan struct{})
+	// inputLost: a frame was refused or a send failed, so the command may
+	// not have seen everything that was typed or piped: never exit 0.
+	var inputLost atomic.Bool
 	if withStdin && (pty || (st.Stdin && !st.StdinClosed)) {
 		// A local EOF on a pipe or /dev/null (attach ID </dev/null) says
 		// that there is nothing to type, not that a person pressed
 		// Ctrl-D: a terminal command is left alone.
-		o := pumpOptions{noEOF: pty && !term.IsTerminal(in)}
+		o := pumpOptions{noEOF: pty && !term.IsTerminal(in), failed: func(err error) {
+			c.stdinError(err)
+			inputLost.Store(true)
+		}}
 		if term.IsTerminal(in) {
 			// Raw: Ctrl-] at once; a pipe command on a cooked terminal:
 			// Ctrl-] then Enter (the line is the terminal's until then).
@@ -1020,6 +1060,11 @@ func (c *cli) attachTo(ctx context.Context, st *wire.Status, cursor int64, withS
 			restore()
 			select {
 			case <-detached:
+				if f, ok := c.stderr.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+					// The cursor is wherever the command left it (after
+					// its prompt): start the note on a line of its own.
+					fmt.Fprintln(c.stderr)
+				}
 				c.errorf("detached from %s, which goes on running; sandbox-runtime attach %s comes back to it", st.CommandID, st.CommandID)
 				return 0
 			default:
@@ -1045,10 +1090,16 @@ func (c *cli) attachTo(ctx context.Context, st *wire.Status, cursor int64, withS
 		case wire.EventError:
 			if ev.Error.Code != wire.CodeFinished && ev.Error.Code != wire.CodeStdinClosed {
 				c.errorf("the daemon refused a frame: %s", ev.Error.Message)
+				inputLost.Store(true)
 			}
 		case wire.EventExit:
 			restore() // before the note, which wants a cooked terminal
-			return c.lost(gap, c.finished(ev.Status))
+			code := c.lost(gap, c.finished(ev.Status))
+			if inputLost.Load() && code == 0 {
+				c.errorf("the command exited 0, but not all of the input or frames sent to it arrived (see above); exiting %d", exitFailed)
+				return exitFailed
+			}
+			return code
 		}
 	}
 }

@@ -21,6 +21,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -999,5 +1000,31 @@ func TestCLIMessages(t *testing.T) {
 		if r.code != tc.code || !strings.Contains(r.stdout, tc.stdout) || !strings.Contains(r.stderr, tc.stderr) || tc.notSaid != "" && strings.Contains(r.stdout+r.stderr, tc.notSaid) {
 			t.Errorf("%v: exit %d, stdout %q, stderr %q; want %d, %q on stdout, %q on stderr", tc.args, r.code, r.stdout, r.stderr, tc.code, tc.stdout, tc.stderr)
 		}
+	}
+}
+
+// TestCLIAttachPipedInputNotLost (issue 20 item 3): 2,500,000 bytes piped
+// into attach of a terminal command that reads nothing for a while all
+// arrive: the daemon's full stdin queue holds the WebSocket back instead of
+// refusing frames.
+func TestCLIAttachPipedInputNotLost(t *testing.T) {
+	t.Parallel()
+	d := startCLIDaemon(t)
+	const n = 2500000
+	body := `{"argv":["sh","-c","stty raw -echo; sleep 2; timeout --foreground 60 head -c ` + strconv.Itoa(n) + ` | wc -c"],"pty":{"cols":80,"rows":24}}`
+	resp, err := http.Post(d.url+"/v1/commands", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st wire.Status
+	json.NewDecoder(resp.Body).Decode(&st)
+	resp.Body.Close()
+	in := filepath.Join(t.TempDir(), "in")
+	if err := os.WriteFile(in, bytes.Repeat([]byte("abcdefghijklmnopqrstuvwxy"), n/25), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := runClientFile(t, d.env(), in, "attach", st.CommandID)
+	if r.code != 0 || !strings.Contains(r.stdout, strconv.Itoa(n)) || strings.Contains(r.stderr, "refused") {
+		t.Errorf("attach with %d bytes piped: exit %d, stdout %q, stderr %q; want exit 0 and %d", n, r.code, r.stdout, r.stderr, n)
 	}
 }
