@@ -5,9 +5,13 @@ package procgroup
 import (
 	"bytes"
 	"encoding/binary"
+	"io"
 	"os"
+	"slices"
 	"strconv"
+	"sync"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -328,18 +332,101 @@ func (p *Process) WaitingForInput() bool {
 		}
 	}
 	// The common case, the group's leader reading the input itself, needs no
-	// scan of /proc.
+	// look at the other processes.
 	if st, ok := readStat(pgrp); ok && st.pgrp == pgrp && p.readsInput(pgrp, st) {
 		return true
 	}
-	waiting := false
-	eachProcess(func(pid int, st ptyProcStat) bool {
-		if pid != pgrp && st.pgrp == pgrp && p.readsInput(pid, st) {
-			waiting = true
+	for _, pid := range p.groupMembers(pgrp) {
+		if st, ok := readStat(pid); ok && pid != pgrp && st.pgrp == pgrp && p.readsInput(pid, st) {
+			return true
 		}
-		return !waiting
-	})
-	return waiting
+	}
+	return false
+}
+
+// groupMembers lists the processes that may be in process group pgrp, a
+// group of p's: with a cgroup of its own, the processes of that cgroup
+// (cgroup.procs: the command's own, whatever else runs on the host);
+// otherwise the members the shared process index knows. The caller checks
+// each one's stat again.
+func (p *Process) groupMembers(pgrp int) []int {
+	p.sigMu.Lock()
+	dir := ""
+	if p.cg != nil {
+		dir = p.cg.dir
+	}
+	p.sigMu.Unlock()
+	if dir != "" {
+		if pids, ok := readPids(dir + "/cgroup.procs"); ok {
+			return pids
+		}
+	}
+	return processes.members(pgrp)
+}
+
+// maxCgroupProcs bounds what groupMembers reads of a cgroup.procs.
+const maxCgroupProcs = 1 << 16
+
+// readPids reads a cgroup.procs file: one pid a line, at most
+// maxCgroupProcs of them.
+func readPids(path string) ([]int, bool) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, false
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxCgroupProcs*8))
+	if err != nil {
+		return nil, false
+	}
+	var pids []int
+	for _, line := range bytes.Split(b, []byte{'\n'}) {
+		if pid, ok := atoi(line); ok && pid > 0 && len(pids) < maxCgroupProcs {
+			pids = append(pids, pid)
+		}
+	}
+	return pids, true
+}
+
+// Process index limits.
+const (
+	// indexMaxAge is how long a scan of /proc answers group membership: a
+	// status or a list of many commands costs at most one scan per period,
+	// however many commands or processes there are. A process that joined
+	// a group since the scan is missed for at most that long.
+	indexMaxAge = 250 * time.Millisecond
+	// indexMaxProcs bounds the processes one scan records.
+	indexMaxProcs = 1 << 16
+)
+
+// processIndex maps process groups to their members from one scan of
+// /proc, shared by every command without a cgroup of its own.
+type processIndex struct {
+	mu      sync.Mutex // guards the fields; held during a rebuild, so callers share one scan
+	at      time.Time
+	byGroup map[int][]int
+	scans   int // how many scans of /proc it made (for tests)
+}
+
+var processes processIndex
+
+// members returns the pids the index has in group pgrp, scanning /proc
+// first when the last scan is older than indexMaxAge.
+func (x *processIndex) members(pgrp int) []int {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.byGroup == nil || time.Since(x.at) > indexMaxAge {
+		m := make(map[int][]int, len(x.byGroup))
+		n := 0
+		eachProcess(func(pid int, st ptyProcStat) bool {
+			m[st.pgrp] = append(m[st.pgrp], pid)
+			n++
+			return n < indexMaxProcs
+		})
+		x.byGroup, x.at = m, time.Now()
+		x.scans++
+	}
+	return slices.Clone(x.byGroup[pgrp])
 }
 
 // devTTY is the device number of /dev/tty (5:0), which stands for the
