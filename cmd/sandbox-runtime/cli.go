@@ -1194,7 +1194,7 @@ func shortArgv(argv []string) string {
 }
 
 func (c *cli) logs(args []string) int {
-	fs, url, tok := c.flags("logs [-f] ID", "Prints the output the daemon holds of a command (stdout here, stderr to stderr); with -f, follows it until the command ends, resuming after disconnects.")
+	fs, url, tok := c.flags("logs [-f] ID", "Prints the output the daemon holds of a command (stdout here, stderr to stderr); with -f, follows it until the command ends, resuming after disconnects, says how it ended when a timeout, a kill or the daemon's shutdown ended it, and exits with its exit code as attach does.")
 	follow := fs.Bool("f", false, "follow the output until the command ends")
 	rest, code, ok := c.parse(fs, url, tok, args, 1)
 	if !ok {
@@ -1218,8 +1218,9 @@ func (c *cli) logs(args []string) int {
 		return nil
 	}
 	var err error
+	var final *wire.Status
 	if *follow {
-		_, err = c.c.Follow(context.Background(), id, 0, fn)
+		final, err = c.c.Follow(context.Background(), id, 0, fn)
 	} else {
 		_, _, err = c.c.Output(context.Background(), id, 0, fn)
 	}
@@ -1228,6 +1229,10 @@ func (c *cli) logs(args []string) int {
 	}
 	if err != nil {
 		return c.fail(err, id)
+	}
+	if final != nil {
+		// -f followed it to its end: say how it ended, as exec and attach do.
+		return c.lost(gap, c.finished(final))
 	}
 	if gap > 0 {
 		c.errorf("%d bytes of the output (stdout and stderr together) are missing: the daemon keeps only the most recent output of a command", gap)

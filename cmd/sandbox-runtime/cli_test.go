@@ -237,8 +237,9 @@ func TestCLIBackgroundLogsKill(t *testing.T) {
 		t.Errorf("kill: %+v", r)
 	}
 	rest, _ := io.ReadAll(br)
-	if err := follow.Wait(); err != nil || len(rest) != 0 || ferr.String() != "oops\n" {
-		t.Errorf("logs -f: %v, then %q, stderr %q; want it to end with the command, after first and oops", err, rest, ferr.String())
+	err = follow.Wait()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 143 || len(rest) != 0 || ferr.String() != "oops\nsandbox-runtime logs: the command was killed by a kill request (SIGTERM)\n" {
+		t.Errorf("logs -f: %v, then %q, stderr %q; want it to end with the command (exit 143, saying it was killed), after first and oops", err, rest, ferr.String())
 	}
 	r = runClient(t, env, "", "logs", id)
 	if r.code != 0 || r.stdout != "first\n" || r.stderr != "oops\n" {
@@ -1026,5 +1027,40 @@ func TestCLIAttachPipedInputNotLost(t *testing.T) {
 	r := runClientFile(t, d.env(), in, "attach", st.CommandID)
 	if r.code != 0 || !strings.Contains(r.stdout, strconv.Itoa(n)) || strings.Contains(r.stderr, "refused") {
 		t.Errorf("attach with %d bytes piped: exit %d, stdout %q, stderr %q; want exit 0 and %d", n, r.code, r.stdout, r.stderr, n)
+	}
+}
+
+// TestCLILogsFollowShutdown (issue 20 item 19): logs -f of a command that
+// the daemon's shutdown ends says so and exits 143, as exec and attach do.
+func TestCLILogsFollowShutdown(t *testing.T) {
+	t.Parallel()
+	dm := daemontest.StartT(t, daemontest.Options{Bin: binPath, BaseDir: t.TempDir(), LogPath: filepath.Join(t.TempDir(), "daemon.log"), CheckLeaks: true})
+	env := []string{"SANDBOX_RUNTIME_URL=" + dm.URL}
+	r := runClient(t, env, "", "run", "-d", "--", "sh", "-c", "echo first; exec sleep 60")
+	id := strings.TrimSpace(r.stdout)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	follow := exec.CommandContext(ctx, binPath, "logs", "-f", id)
+	follow.Env = append(cliEnv(), env...)
+	var ferr bytes.Buffer
+	follow.Stderr = &ferr
+	fout, err := follow.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := follow.Start(); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(fout)
+	if line, err := br.ReadString('\n'); line != "first\n" {
+		t.Fatalf("logs -f first line %q, %v", line, err)
+	}
+	if err := dm.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	io.ReadAll(br)
+	err = follow.Wait()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 143 || !strings.Contains(ferr.String(), "shut down and ended the command") {
+		t.Errorf("logs -f across a shutdown: %v, stderr %q; want exit 143 saying the shutdown ended it", err, ferr.String())
 	}
 }
