@@ -49,6 +49,7 @@ import (
 	"os/signal"
 	"path"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -231,9 +232,60 @@ func (c *cli) flags(usage, about string) (*flag.FlagSet, *string, *string) {
 	tokenFile := fs.String("token-file", "", "a file holding the bearer token (default: $SANDBOX_RUNTIME_TOKEN, else $SANDBOX_RUNTIME_TOKEN_FILE)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: sandbox-runtime %s\n\n%s\n\nflags:\n", usage, about)
-		fs.PrintDefaults()
+		printFlags(fs)
 	}
 	return fs, url, tokenFile
+}
+
+// printFlags is flag.PrintDefaults spelled as the daemon's --help and the
+// usage lines spell flags: one dash for a one-letter flag (-f), two for a
+// word (--url). Either form is accepted.
+func printFlags(fs *flag.FlagSet) {
+	w := fs.Output()
+	fs.VisitAll(func(f *flag.Flag) {
+		dash := "--"
+		if len(f.Name) == 1 {
+			dash = "-"
+		}
+		arg, usage := flag.UnquoteUsage(f)
+		line := "  " + dash + f.Name
+		if arg != "" {
+			line += " " + arg
+		}
+		line += "\n      " + usage
+		switch f.DefValue {
+		case "", "false", "0", "[]":
+		default:
+			line += fmt.Sprintf(" (default %s)", f.DefValue)
+		}
+		fmt.Fprintln(w, line)
+	})
+}
+
+// suggestCLICommand reports (after saying so on w) a first argument that
+// looks like a mistyped subcommand ("exce", "log"): it is not a flag, and
+// the daemon takes no arguments.
+func suggestCLICommand(args []string, w io.Writer) bool {
+	if len(args) == 0 || args[0] == "" || strings.HasPrefix(args[0], "-") {
+		return false
+	}
+	names := make([]string, 0, len(cliCommands))
+	for name := range cliCommands {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	best, bestD := "", 3
+	for _, name := range names {
+		if d := editDistance(args[0], name); d < bestD || strings.HasPrefix(name, args[0]) && bestD > 1 {
+			best, bestD = name, min(d, 1)
+		}
+	}
+	if best != "" {
+		fmt.Fprintf(w, "sandbox-runtime: unknown subcommand %q; did you mean %q? (subcommands: %s; see --help)\n", args[0], best, strings.Join(names, ", "))
+	} else {
+		fmt.Fprintf(w, "sandbox-runtime: unknown subcommand %q (subcommands: %s; the daemon itself takes only flags: see --help)\n", args[0], strings.Join(names, ", "))
+	}
+	return true
 }
 
 // parseFlags parses args: --help prints the usage to stdout (as the

@@ -1064,3 +1064,25 @@ func TestCLILogsFollowShutdown(t *testing.T) {
 		t.Errorf("logs -f across a shutdown: %v, stderr %q; want exit 143 saying the shutdown ended it", err, ferr.String())
 	}
 }
+
+// TestCLIHelpSpellingAndSuggestions (issue 20 item 19): a subcommand's help
+// spells word flags with two dashes, as the daemon's --help and the usage
+// lines do; a mistyped subcommand gets a "did you mean".
+func TestCLIHelpSpellingAndSuggestions(t *testing.T) {
+	t.Parallel()
+	for name := range cliCommands {
+		r := runClient(t, nil, "", name, "--help")
+		if r.code != 0 || !strings.Contains(r.stdout, "\n  --url string\n") || strings.Contains(r.stdout, "\n  -url") || strings.Contains(r.stdout, "\n  -token-file") {
+			t.Errorf("%s --help: exit %d, %q; want --url and --token-file with two dashes", name, r.code, r.stdout)
+		}
+	}
+	for _, tc := range []struct{ arg, want string }{
+		{"exce", `did you mean "exec"?`}, {"log", `did you mean "logs"?`}, {"atach", `did you mean "attach"?`},
+		{"frobnicate", `unknown subcommand "frobnicate"`},
+	} {
+		r := runClient(t, nil, "", tc.arg, "x")
+		if r.code != exitUsage || !strings.Contains(r.stderr, tc.want) {
+			t.Errorf("%s x: exit %d, stderr %q; want %d and %s", tc.arg, r.code, r.stderr, exitUsage, tc.want)
+		}
+	}
+}

@@ -73,7 +73,7 @@ func main() {
 	if len(os.Args) > 1 && isCLICommand(os.Args[1]) { // the client (cli.go)
 		os.Exit(runCLI(os.Args[1:], os.Getenv))
 	}
-	if misplacedCLIFlags(os.Args[1:], os.Stderr) {
+	if misplacedCLIFlags(os.Args[1:], os.Stderr) || suggestCLICommand(os.Args[1:], os.Stderr) {
 		os.Exit(exitUsage)
 	}
 	cfg, err := loadConfig(os.Args[1:], os.Getenv, os.Stdout)
