@@ -132,7 +132,9 @@ func (a *Attachment) Next(ctx context.Context) (*wire.Event, error) {
 		if a.over == nil {
 			a.over = err
 			if err == nil || err == io.EOF {
-				a.over = errors.New("the command has finished; the frame was not sent")
+				// Coded as the daemon codes it (409 finished), so that a
+				// caller tells "the command took no more" from a loss.
+				a.over = &Error{StatusCode: http.StatusConflict, Code: wire.CodeFinished, Message: "the command has finished; the frame was not sent"}
 			}
 		}
 		a.changed.Broadcast()

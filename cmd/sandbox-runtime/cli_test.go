@@ -1086,3 +1086,26 @@ func TestCLIHelpSpellingAndSuggestions(t *testing.T) {
 		}
 	}
 }
+
+// TestCLIAttachInputAfterTheEnd: piped input that a terminal command
+// no longer takes because it has finished is not a loss: exit 0, quiet.
+func TestCLIAttachInputAfterTheEnd(t *testing.T) {
+	t.Parallel()
+	d := startCLIDaemon(t)
+	body := `{"argv":["sh","-c","stty raw -echo; head -c 10 >/dev/null; echo took-10"],"pty":{"cols":80,"rows":24}}`
+	resp, err := http.Post(d.url+"/v1/commands", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st wire.Status
+	json.NewDecoder(resp.Body).Decode(&st)
+	resp.Body.Close()
+	in := filepath.Join(t.TempDir(), "in")
+	if err := os.WriteFile(in, bytes.Repeat([]byte("x"), 2500000), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := runClientFile(t, d.env(), in, "attach", st.CommandID)
+	if r.code != 0 || !strings.Contains(r.stdout, "took-10") || r.stderr != "" {
+		t.Errorf("attach of a command that stops reading: exit %d, stdout %q, stderr %q; want exit 0, quiet", r.code, r.stdout, r.stderr)
+	}
+}
