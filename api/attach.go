@@ -29,7 +29,8 @@ import (
 //     NDJSON stream) with an attachSink, then asks for the close frame;
 //   - the reader owns every read: it applies the read limit and the read
 //     deadline, writes nothing itself, and turns client frames into
-//     runtime calls (which never block) and error events for the writer;
+//     runtime calls and error events for the writer (a stdin frame waits
+//     while the command's stdin queue is full: backpressure, not loss);
 //   - the writer owns every write: event frames, error events, pings, pongs
 //     and the close frame, each with a write deadline. It is the one that
 //     closes the connection. (One exception, inside gorilla: a frame over
@@ -51,8 +52,9 @@ import (
 //	{"type":"error","error":{"code":"invalid_request","message":"…"},"next_cursor":N}
 //
 // in answer to a client frame that could not be applied (bad JSON, unknown
-// type or field, binary frame, bad base64 or signal, stdin_full,
-// stdin_closed, stdin_not_enabled, finished). The connection stays usable
+// type or field, binary frame, bad base64 or signal, stdin_full only for a
+// frame larger than the whole queue, stdin_closed, stdin_not_enabled,
+// finished). The connection stays usable
 // after an error event; its next_cursor repeats that of the event frame
 // before it (or the attach cursor), so "re-open with the next_cursor of the
 // last frame" still holds.
@@ -469,6 +471,9 @@ func (a *attachment) readLoop() {
 			err = badRequest("binary frames are not accepted; send JSON text frames")
 		} else {
 			err = a.apply(data)
+			// A stdin frame may have waited for room in the queue: the
+			// client was not silent meanwhile, this side was not reading.
+			a.conn.SetReadDeadline(time.Now().Add(a.pongWait))
 		}
 		if err != nil {
 			_, code := statusOf(err)
@@ -494,11 +499,12 @@ type (
 	}
 )
 
-// apply carries out one client frame. None of the runtime calls blocks.
+// apply carries out one client frame. Only a stdin frame may wait: for
+// room in a full stdin queue (WriteStdinWait); the other calls never block.
 func (a *attachment) apply(data []byte) error {
 	var t frameType
 	if err := json.Unmarshal(data, &t); err != nil {
-		return badRequest(describeJSONError(err))
+		return badRequest(describeJSONError(err, &t))
 	}
 	switch t.Type {
 	case "stdin":
@@ -510,7 +516,11 @@ func (a *attachment) apply(data []byte) error {
 		if err != nil {
 			return err
 		}
-		_, _, err = a.c.WriteStdin(b, f.EOF)
+		// A full queue is waited out, not refused: the reader stops
+		// reading, so TCP holds the client back, and nothing typed or
+		// piped is lost (the HTTP route answers 429 with Retry-After
+		// instead). The wait ends with the command or the attachment.
+		_, _, err = a.c.WriteStdinWait(a.writeDone, b, f.EOF)
 		return err
 	case "signal":
 		var f signalFrame
@@ -542,12 +552,17 @@ func (a *attachment) apply(data []byte) error {
 	return badRequest(`unknown frame type ` + strconv.Quote(t.Type) + `; expected "stdin", "signal", "kill" or "resize"`)
 }
 
-// decodeFrame decodes exactly one JSON object into v, refusing unknown fields.
+// decodeFrame decodes exactly one JSON object into v as strictly as a
+// request body (checkKeys): unknown, case-variant and repeated keys are
+// refused.
 func decodeFrame(data []byte, v any) error {
+	if err := checkKeys(data, v); err != nil {
+		return err
+	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return badRequest(describeJSONError(err))
+		return badRequest(describeJSONError(err, v))
 	}
 	if _, err := dec.Token(); err != io.EOF {
 		return badRequest("the frame holds more than one JSON value")

@@ -65,7 +65,7 @@ func decodeJSONTurn(r *http.Request, v any, allowEmpty bool) (leave func(), _ er
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return leave, badRequest(describeJSONError(err))
+		return leave, badRequest(describeJSONError(err, v))
 	}
 	if dec.More() {
 		return leave, badRequest("the body holds more than one JSON value")
@@ -77,17 +77,32 @@ func decodeJSONTurn(r *http.Request, v any, allowEmpty bool) (leave func(), _ er
 }
 
 // describeJSONError turns encoding/json errors into messages that name the
-// field at fault.
-func describeJSONError(err error) string {
+// field at fault by its JSON path ("pty.cols"), never by a Go type; v is
+// what was decoded into.
+func describeJSONError(err error, v any) string {
 	var te *json.UnmarshalTypeError
 	var se *json.SyntaxError
 	switch {
 	case errors.As(err, &te):
-		field := te.Field
-		if field == "" {
+		if te.Field == "" {
 			return fmt.Sprintf("the body must be a JSON object, not %s", te.Value)
 		}
-		return fmt.Sprintf("field %q must be %s, not %s", field, jsonKind(te.Type.Kind().String()), te.Value)
+		field := jsonPath(reflect.TypeOf(v), te.Field)
+		got, isNumber := strings.CutPrefix(te.Value, "number ")
+		if !isNumber {
+			got = jsonValueKind(te.Value)
+		}
+		switch te.Type.Kind() {
+		case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+			reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+			if isNumber {
+				if f, perr := strconv.ParseFloat(got, 64); perr == nil && f == math.Trunc(f) {
+					return fmt.Sprintf("field %q must be a whole number within range, not %s", field, got)
+				}
+			}
+			return fmt.Sprintf("field %q must be a whole number, not %s", field, got)
+		}
+		return fmt.Sprintf("field %q must be %s, not %s", field, jsonKind(te.Type.Kind()), got)
 	case errors.As(err, &se):
 		return fmt.Sprintf("invalid JSON at byte %d: %v", se.Offset, err)
 	case errors.Is(err, io.ErrUnexpectedEOF):
@@ -100,20 +115,64 @@ func describeJSONError(err error) string {
 	return "invalid JSON: " + strings.TrimPrefix(msg, "json: ")
 }
 
-func jsonKind(k string) string {
-	switch k {
-	case "slice":
-		return "an array"
-	case "map", "struct":
-		return "an object"
+// jsonPath turns the Field of a json.UnmarshalTypeError, which names the
+// Go field of an embedded struct among the JSON names ("resizeBody.cols"),
+// into the JSON path of the value ("cols"), by walking t.
+func jsonPath(t reflect.Type, field string) string {
+	var out []string
+	for _, comp := range strings.Split(field, ".") {
+		for t != nil && (t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice || t.Kind() == reflect.Array || t.Kind() == reflect.Map) {
+			t = t.Elem()
+		}
+		if t == nil || t.Kind() != reflect.Struct {
+			out = append(out, comp)
+			t = nil
+			continue
+		}
+		if ft, ok := jsonFields(t)[comp]; ok {
+			out = append(out, comp)
+			t = ft
+			continue
+		}
+		if sf, ok := t.FieldByName(comp); ok && sf.Anonymous {
+			t = sf.Type // an embedded struct: its fields are the parent's
+			continue
+		}
+		out = append(out, comp)
+		t = nil
+	}
+	return strings.Join(out, ".")
+}
+
+// jsonValueKind names the kind of JSON value an UnmarshalTypeError saw.
+func jsonValueKind(v string) string {
+	switch v {
+	case "array", "object":
+		return "an " + v
 	case "string":
 		return "a string"
 	case "bool":
 		return "a boolean"
-	case "float64", "int", "int64":
+	case "number":
 		return "a number"
 	}
-	return k
+	return v
+}
+
+func jsonKind(k reflect.Kind) string {
+	switch k {
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	case reflect.Map, reflect.Struct:
+		return "an object"
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "a boolean"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	}
+	return k.String()
 }
 
 // query reads the URL query once and reports unknown or repeated
@@ -187,22 +246,73 @@ func (q *query) cursor(name string) int64 {
 	return n
 }
 
-// checkKeys refuses what encoding/json would quietly accept in a top-level
-// object decoded into the struct v points to: a key that matches a field only
-// case-insensitively ("ARGV") and a key given twice. Either would let a proxy
-// that checks the exact key see one request while the runtime runs another.
-// Anything that is not an object is left for the decoder to report.
+// checkKeys refuses what encoding/json would quietly accept in an object
+// decoded into the struct v points to, at every depth (the "pty" object as
+// much as the top level): a key that matches a field only
+// case-insensitively ("ARGV", "pty.Cols") and a key given twice (in a
+// struct or a map such as "envs"). Either would let a proxy that checks the
+// exact key see one request while the runtime runs another. Anything that
+// is not the JSON kind the field wants is left for the decoder to report.
 func checkKeys(data []byte, v any) error {
 	t := reflect.TypeOf(v)
-	if t == nil || t.Kind() != reflect.Pointer || t.Elem().Kind() != reflect.Struct {
+	if t == nil || t.Kind() != reflect.Pointer {
 		return nil
 	}
-	names := map[string]bool{}
-	for f := range t.Elem().Fields() {
-		if name, _, _ := strings.Cut(f.Tag.Get("json"), ","); name != "" && name != "-" {
-			names[name] = true
+	return checkValue(json.RawMessage(data), t.Elem(), "")
+}
+
+// checkValue checks one JSON value against type t; path is its JSON path
+// ("" at the top).
+func checkValue(data json.RawMessage, t reflect.Type, path string) error {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t == reflect.TypeOf(json.RawMessage(nil)) {
+		return nil
+	}
+	join := func(key string) string {
+		if path == "" {
+			return key
+		}
+		return path + "." + key
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		fields := jsonFields(t)
+		return eachMember(data, func(key string, val json.RawMessage, seen bool) error {
+			ft, ok := fields[key]
+			switch {
+			case !ok:
+				return badRequest(fmt.Sprintf("unknown field %q", join(key)))
+			case seen:
+				return badRequest(fmt.Sprintf("field %q is given more than once", join(key)))
+			}
+			return checkValue(val, ft, join(key))
+		})
+	case reflect.Map:
+		return eachMember(data, func(key string, val json.RawMessage, seen bool) error {
+			if seen {
+				return badRequest(fmt.Sprintf("field %q gives the key %q more than once", path, key))
+			}
+			return checkValue(val, t.Elem(), fmt.Sprintf("%s[%q]", path, key))
+		})
+	case reflect.Slice, reflect.Array:
+		var elems []json.RawMessage
+		if json.Unmarshal(data, &elems) != nil {
+			return nil
+		}
+		for i, e := range elems {
+			if err := checkValue(e, t.Elem(), fmt.Sprintf("%s[%d]", path, i)); err != nil {
+				return err
+			}
 		}
 	}
+	return nil
+}
+
+// eachMember calls f for each member of the JSON object data, in order,
+// with whether its key came before; nothing when data is not an object.
+func eachMember(data json.RawMessage, f func(key string, val json.RawMessage, seen bool) error) error {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
 		return nil
@@ -214,17 +324,43 @@ func checkKeys(data []byte, v any) error {
 			return nil
 		}
 		key, _ := tok.(string)
-		switch {
-		case !names[key]:
-			return badRequest(fmt.Sprintf("unknown field %q", key))
-		case seen[key]:
-			return badRequest(fmt.Sprintf("field %q is given more than once", key))
-		}
-		seen[key] = true
-		var skip json.RawMessage
-		if err := dec.Decode(&skip); err != nil {
+		var val json.RawMessage
+		if err := dec.Decode(&val); err != nil {
 			return nil
 		}
+		if err := f(key, val, seen[key]); err != nil {
+			return err
+		}
+		seen[key] = true
 	}
 	return nil
+}
+
+// jsonFields maps the JSON names of struct t's fields (those of embedded
+// structs without a name of their own included) to their types.
+func jsonFields(t reflect.Type) map[string]reflect.Type {
+	names := map[string]reflect.Type{}
+	for f := range t.Fields() {
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		switch {
+		case name == "-":
+		case name == "" && f.Anonymous:
+			ft := f.Type
+			for ft.Kind() == reflect.Pointer {
+				ft = ft.Elem()
+			}
+			if ft.Kind() == reflect.Struct {
+				for k, v := range jsonFields(ft) {
+					if _, ok := names[k]; !ok {
+						names[k] = v
+					}
+				}
+			}
+		case name != "":
+			names[name] = f.Type
+		case f.IsExported():
+			names[f.Name] = f.Type
+		}
+	}
+	return names
 }

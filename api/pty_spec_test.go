@@ -33,7 +33,7 @@ func specScenarioPTY(t *testing.T, c *specClient) {
 	if p, _ := r.object(t)["pty"].(map[string]any); p["cols"] != float64(100) || p["rows"] != float64(30) {
 		t.Errorf("resize status: %s", r.body)
 	}
-	c.do(t, specReq{method: "POST", path: "/v1/commands/" + id + "/resize", want: 400, specRejects: true, json: map[string]any{"cols": 1001, "rows": 30}})
+	c.do(t, specReq{method: "POST", path: "/v1/commands/" + id + "/resize", want: 400, specRejects: true, json: map[string]any{"cols": 0, "rows": 30}})
 	c.do(t, specReq{method: "POST", path: "/v1/commands/" + id + "/resize", want: 400, specRejects: true, json: map[string]any{"cols": 100}})
 	c.do(t, specReq{method: "POST", path: "/v1/commands/" + uuid.NewString() + "/resize", want: 404, json: map[string]any{"cols": 100, "rows": 30}})
 	r = c.do(t, specReq{method: "POST", path: "/v1/commands/" + id + "/stdin", want: 202, json: map[string]any{"data": "\n"}})

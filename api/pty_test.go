@@ -183,7 +183,7 @@ func TestPTYTermFromEnvs(t *testing.T) {
 func TestPTYCreateRefused(t *testing.T) {
 	ts := newTestServer(t, nil)
 	for _, pty := range []string{
-		`{"cols":0,"rows":24}`, `{"cols":80,"rows":1001}`, `{"cols":80}`, `{"rows":24}`,
+		`{"cols":0,"rows":24}`, `{"cols":80}`, `{"rows":24}`,
 		`{"cols":80,"rows":24,"term":"a b"}`, `{"cols":80,"rows":24,"term":"x=y"}`,
 		`{"cols":80,"rows":24,"bogus":1}`, `{"cols":-1,"rows":24}`, `{"cols":1.5,"rows":24}`, `[]`,
 	} {
@@ -212,7 +212,7 @@ func TestPTYResizeRefused(t *testing.T) {
 	c.readError("not_a_terminal")
 
 	term := ptCreate(t, ts, []string{"cat"}, 80, 24, "")
-	for _, body := range []string{`{"cols":0,"rows":24}`, `{"cols":80,"rows":1001}`, `{"cols":80}`, `{}`, `{"cols":80,"rows":24,"x":1}`} {
+	for _, body := range []string{`{"cols":0,"rows":24}`, `{"cols":80}`, `{}`, `{"cols":80,"rows":24,"x":1}`} {
 		code, b := atDo(t, "POST", ts.URL+"/v1/commands/"+term.CommandID+"/resize", body, nil)
 		if code != http.StatusBadRequest {
 			t.Errorf("resize %s: got %d %s; want 400", body, code, b)
@@ -245,6 +245,11 @@ func TestPTYWebSocketResize(t *testing.T) {
 while [ "$x" != q ]; do read x && echo got:$x; done`}, 80, 24, "")
 	c := atDial(t, ts, st.CommandID, "")
 	c.readUntil("ready\r\n")
+	// The shell runs a trap only between commands or when a signal
+	// interrupts a blocking read: a SIGWINCH that lands after its last check
+	// and before read(2) waits for the next line. So resize once it sleeps
+	// in read.
+	ptWaiting(t, ts, st.CommandID, "the shell asleep in read")
 	c.send(`{"type":"resize","cols":132,"rows":50}`)
 	c.readUntil("WINCH 50 132\r\n")
 	if s := ptStatusOf(t, ts, st.CommandID, 0); s.PTY == nil || s.PTY.Cols != 132 || s.PTY.Rows != 50 {
@@ -614,6 +619,9 @@ func TestPTYWaitingForInput(t *testing.T) {
 		{"read x in sh on a pty", `{"argv":["sh","-c","read x"],"pty":{"cols":80,"rows":24}}`, "x\n"},
 		{"read x in a child of sh on a pipe", `{"argv":["sh","-c","sh -c 'read x'; echo done"],"stdin":true}`, "x\n"},
 		{"cat on a pipe", `{"argv":["cat"],"stdin":true}`, ""},
+		// Password prompts read /dev/tty, not fd 0 (issue 20 item 2).
+		{"getpass on a pty (/dev/tty)", `{"argv":["python3","-c","import getpass; getpass.getpass()"],"pty":{"cols":80,"rows":24}}`, "secret\n"},
+		{"read x </dev/tty in sh on a pty", `{"argv":["sh","-c","read x </dev/tty"],"pty":{"cols":80,"rows":24}}`, "x\n"},
 	} {
 		st := create(tc.body)
 		atWaitFor(t, tc.name+" waiting for input", func() bool { return waiting(st.CommandID) })
@@ -665,5 +673,166 @@ func TestPTYInfoFeature(t *testing.T) {
 	_, b := atDo(t, "GET", ts.URL+"/v1/info", "", nil)
 	if !strings.Contains(string(b), `"pty"`) {
 		t.Errorf("info %s; want feature pty", b)
+	}
+}
+
+// TestPTYObjectStrict: the pty object, a resize body and every WebSocket
+// frame are as strict as the top level of a create (issue 20 items 4, 6):
+// case-variant, unknown and repeated keys are 400 and nothing starts; the
+// messages name the JSON path, never a Go type, and a whole-number rule says
+// so.
+func TestPTYObjectStrict(t *testing.T) {
+	ts := newTestServer(t, nil)
+	for _, tc := range []struct{ body, msg string }{
+		{`{"argv":["true"],"pty":{"Cols":80,"ROWS":24}}`, `unknown field \"pty.Cols\"`},
+		{`{"argv":["true"],"pty":{"cols":80,"rows":24,"Term":"vt100"}}`, `unknown field \"pty.Term\"`},
+		{`{"argv":["true"],"pty":{"cols":80,"rows":24,"term":"vt100","term":"dumb"}}`, `field \"pty.term\" is given more than once`},
+		{`{"argv":["true"],"pty":{"cols":80,"cols":90,"rows":24}}`, `field \"pty.cols\" is given more than once`},
+		{`{"argv":["true"],"envs":{"A":"1","A":"2"}}`, `field \"envs\" gives the key \"A\" more than once`},
+		{`{"argv":["true"],"pty":{"cols":80.5,"rows":24}}`, `field \"pty.cols\" must be a whole number, not 80.5`},
+		{`{"argv":["true"],"pty":{"cols":"80","rows":24}}`, `field \"pty.cols\" must be a whole number, not a string`},
+	} {
+		code, b := atDo(t, "POST", ts.URL+"/v1/commands", tc.body, nil)
+		if code != http.StatusBadRequest || !strings.Contains(string(b), tc.msg) {
+			t.Errorf("%s: got %d %s; want 400 with %s", tc.body, code, b, tc.msg)
+		}
+	}
+	if running, _ := ts.M.Counts(); running != 0 {
+		t.Errorf("%d commands running after refused creates", running)
+	}
+
+	term := ptCreate(t, ts, []string{"cat"}, 80, 24, "")
+	for _, tc := range []struct{ body, msg string }{
+		{`{"cols":80.0,"rows":24}`, `field \"cols\" must be a whole number within range, not 80.0`},
+		{`{"Cols":80,"rows":24}`, `unknown field \"Cols\"`},
+		{`{"cols":80,"rows":24,"rows":25}`, `field \"rows\" is given more than once`},
+	} {
+		code, b := atDo(t, "POST", ts.URL+"/v1/commands/"+term.CommandID+"/resize", tc.body, nil)
+		if code != http.StatusBadRequest || !strings.Contains(string(b), tc.msg) {
+			t.Errorf("resize %s: got %d %s; want 400 with %s", tc.body, code, b, tc.msg)
+		}
+	}
+	c := atDial(t, ts, term.CommandID, "")
+	for _, tc := range []struct{ frame, msg string }{
+		{`{"type":"resize","cols":80.0,"rows":24}`, `field "cols" must be a whole number within range, not 80.0`},
+		{`{"type":"resize","COLS":80,"rows":24}`, `unknown field "COLS"`},
+		{`{"type":"resize","cols":80,"cols":81,"rows":24}`, `field "cols" is given more than once`},
+		{`{"type":"stdin","data":"x","Data":"y"}`, `unknown field "Data"`},
+		{`{"type":"stdin","data":"x","data":"rm -rf"}`, `field "data" is given more than once`},
+		{`{"type":"stdin","data":1}`, `field "data" must be a string, not a number`},
+	} {
+		c.send(tc.frame)
+		ev := c.read()
+		if ev.Type != "error" || ev.Error == nil || ev.Error.Code != "invalid_request" || !strings.Contains(ev.Error.Message, tc.msg) || strings.Contains(ev.Error.Message, "Body") {
+			t.Errorf("frame %s: got %+v (%+v); want invalid_request with %s", tc.frame, ev, ev.Error, tc.msg)
+		}
+	}
+	if s := ptStatusOf(t, ts, term.CommandID, 0); s.PTY == nil || s.PTY.Cols != 80 || s.PTY.Rows != 24 || s.PTYBytes != 0 {
+		t.Errorf("after refused frames: %+v, %d pty bytes; want 80x24 and nothing typed", s.PTY, s.PTYBytes)
+	}
+}
+
+// ptWaiting polls the status until the command waits for input.
+func ptWaiting(t testing.TB, ts *testServer, id, what string) {
+	t.Helper()
+	atWaitFor(t, what, func() bool {
+		s := ptStatusOf(t, ts, id, 0)
+		return s.WaitingForInput != nil && *s.WaitingForInput
+	})
+}
+
+// TestPTYEOFAfterEditing: eof types one VEOF when the line discipline holds
+// no pending line, whatever the last byte sent was: after a kill (Ctrl-U),
+// after erasing every character, and after a raw-mode read took the bytes
+// (issue 20 item 1). A second VEOF would end the next reader too.
+func TestPTYEOFAfterEditing(t *testing.T) {
+	ts := newTestServer(t, nil)
+	const script = `cat; echo cat-done; read b; echo read-rc=$? b=$b`
+	for _, tc := range []struct{ name, before, typed string }{
+		{"kill", "", "junk\u0015"},
+		{"erase", "", "ab\x7f\x7f"},
+		{"erase a UTF-8 character", "", "é\x7f"},
+		{"word erase", "", "one two\x17\x17"},
+		{"raw read", `stty raw -echo; head -c 3 >/dev/null; stty -raw echo; `, "abc"},
+	} {
+		st := ptCreate(t, ts, []string{"sh", "-c", tc.before + script}, 80, 24, "")
+		c := atDial(t, ts, st.CommandID, "")
+		if tc.before != "" {
+			ptWaiting(t, ts, st.CommandID, tc.name+": head waiting in raw mode")
+			ptStdin(t, ts, st.CommandID, tc.typed, false)
+			atWaitFor(t, tc.name+": cat reading", func() bool {
+				b, _ := os.ReadFile("/proc/" + strconv.Itoa(st.PID) + "/task/" + strconv.Itoa(st.PID) + "/children")
+				for _, pid := range strings.Fields(string(b)) {
+					if comm, _ := os.ReadFile("/proc/" + pid + "/comm"); string(comm) == "cat\n" {
+						s := ptStatusOf(t, ts, st.CommandID, 0)
+						return *s.WaitingForInput
+					}
+				}
+				return false
+			})
+		} else {
+			ptStdin(t, ts, st.CommandID, tc.typed, false)
+		}
+		ptStdin(t, ts, st.CommandID, "", true)
+		c.readUntil("cat-done\r\n")
+		ptStdin(t, ts, st.CommandID, "hello\n", false)
+		end := c.readExitPTY()
+		if !bytes.Contains(c.out, []byte("read-rc=0 b=hello\r\n")) || end.State != "exited" {
+			t.Errorf("%s: %q then eof then hello: output %q, %s; want read-rc=0 b=hello", tc.name, tc.typed, c.out, end.State)
+		}
+	}
+
+	// sh -i: cat, ab, two backspaces, eof ends cat and not the shell.
+	st := ptCreate(t, ts, []string{"sh", "-i"}, 80, 24, `,"envs":{"PS1":"$ "}`)
+	c := atDial(t, ts, st.CommandID, "")
+	c.readUntil("$ ")
+	ptStdin(t, ts, st.CommandID, "cat\n", false)
+	atWaitFor(t, "cat in the foreground", func() bool { return foregroundIs(t, st.PID, "cat") })
+	ptWaiting(t, ts, st.CommandID, "cat waiting")
+	ptStdin(t, ts, st.CommandID, "ab\x7f\x7f", false)
+	ptStdin(t, ts, st.CommandID, "", true)
+	mark := len(c.out)
+	atWaitFor(t, "the shell in the foreground again", func() bool { return foregroundIs(t, st.PID, "sh") })
+	ptStdin(t, ts, st.CommandID, "echo still-$((6*7))\n", false)
+	c.readUntilAfter(mark, "still-42\r\n")
+	ptStdin(t, ts, st.CommandID, "exit\n", false)
+	if end := c.readExitPTY(); end.State != "exited" || *end.ExitCode != 0 {
+		t.Errorf("sh -i after exit: %+v; want exited 0", end)
+	}
+}
+
+// TestPTYSizeClampedAndReal: a size over 1000 is taken as 1000 at create and
+// resize (never refused, never dropped), and the status reports the
+// kernel's size and the TERM the command started with, not the request's
+// (issue 20 items 5, 7).
+func TestPTYSizeClampedAndReal(t *testing.T) {
+	ts := newTestServer(t, nil)
+	st := ptCreate(t, ts, []string{"sh", "-c", `trap 'echo WINCH $(stty size)' WINCH; stty size; while [ "$x" != go ]; do read x; done; stty cols 50 rows 7; echo set; read y`}, 1200, 40, `,"envs":{"TERM":"vt100"}`)
+	if st.PTY == nil || st.PTY.Cols != 1000 || st.PTY.Rows != 40 || st.PTY.Term != "vt100" {
+		t.Errorf("create 1200x40 with TERM=vt100 in envs: pty %+v; want 1000x40 vt100", st.PTY)
+	}
+	c := atDial(t, ts, st.CommandID, "")
+	c.readUntil("40 1000\r\n")
+	ptWaiting(t, ts, st.CommandID, "the shell asleep in read")
+	b := ptResize(t, ts, st.CommandID, 1200, 1100, http.StatusOK)
+	if s := ptDecode(t, b); s.PTY == nil || s.PTY.Cols != 1000 || s.PTY.Rows != 1000 {
+		t.Errorf("resize 1200x1100: pty %+v; want 1000x1000", s.PTY)
+	}
+	c.readUntil("WINCH 1000 1000\r\n")
+	mark := len(c.out)
+	ptWaiting(t, ts, st.CommandID, "the shell asleep in read again")
+	c.send(map[string]any{"type": "resize", "cols": 1300, "rows": 41})
+	c.readUntilAfter(mark, "WINCH 41 1000\r\n")
+	if s := ptStatusOf(t, ts, st.CommandID, 0); s.PTY == nil || s.PTY.Cols != 1000 || s.PTY.Rows != 41 {
+		t.Errorf("status after a resize frame of 1300x41: %+v; want 1000x41", s.PTY)
+	}
+	ptStdin(t, ts, st.CommandID, "go\n", false)
+	c.readUntil("set\r\n")
+	if s := ptStatusOf(t, ts, st.CommandID, 0); s.PTY == nil || s.PTY.Cols != 50 || s.PTY.Rows != 7 {
+		t.Errorf("status after the program's stty cols 50 rows 7: %+v; want 50x7", s.PTY)
+	}
+	ptStdin(t, ts, st.CommandID, "\n", false)
+	if end := c.readExitPTY(); end.PTY == nil || end.PTY.Cols != 50 || end.PTY.Rows != 7 {
+		t.Errorf("final status: %+v; want the last size, 50x7", end.PTY)
 	}
 }

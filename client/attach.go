@@ -36,7 +36,8 @@ type Attachment struct {
 	c  *Client
 	id string
 
-	mu      sync.Mutex      // guards conn, broken, closed and over
+	sendMu  sync.Mutex      // held by a send from start to end: frames go out in order
+	mu      sync.Mutex      // guards conn, broken, closed and over; never held during a write
 	changed *sync.Cond      // signalled when conn, closed or over change
 	conn    *websocket.Conn // the current connection
 	broken  *websocket.Conn // a connection a send found broken: wait for another
@@ -131,7 +132,9 @@ func (a *Attachment) Next(ctx context.Context) (*wire.Event, error) {
 		if a.over == nil {
 			a.over = err
 			if err == nil || err == io.EOF {
-				a.over = errors.New("the command has finished; the frame was not sent")
+				// Coded as the daemon codes it (409 finished), so that a
+				// caller tells "the command took no more" from a loss.
+				a.over = &Error{StatusCode: http.StatusConflict, Code: wire.CodeFinished, Message: "the command has finished; the frame was not sent"}
 			}
 		}
 		a.changed.Broadcast()
@@ -254,12 +257,18 @@ func (a *Attachment) read(conn *websocket.Conn) (*wire.Event, error) {
 }
 
 // send writes one client frame on the current connection; while Next
-// re-dials, it waits for the new one.
+// re-dials, it waits for the new one. Sends go out one at a time, in order.
+// A write has no deadline of its own: a daemon whose command's stdin queue
+// is full stops reading until there is room (backpressure), and the frame
+// waits; a dead connection is found by Next (no ping for idleTimeout), and
+// Close ends the wait too.
 func (a *Attachment) send(f wire.ClientFrame) error {
 	data, err := json.Marshal(f)
 	if err != nil {
 		return err
 	}
+	a.sendMu.Lock()
+	defer a.sendMu.Unlock()
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for {
@@ -267,15 +276,21 @@ func (a *Attachment) send(f wire.ClientFrame) error {
 		case a.closed:
 			return net.ErrClosed
 		case a.conn != nil && a.conn != a.broken:
-			a.conn.SetWriteDeadline(time.Now().Add(10 * time.Second))
-			err := a.conn.WriteMessage(websocket.TextMessage, data)
+			conn := a.conn
+			a.mu.Unlock()
+			conn.SetWriteDeadline(time.Time{})
+			err := conn.WriteMessage(websocket.TextMessage, data)
+			a.mu.Lock()
 			if err == nil {
 				return nil
 			}
+			if a.closed {
+				return net.ErrClosed
+			}
 			// The connection is breaking: Next will see it too and
 			// re-dial; send the frame again on the next connection.
-			a.broken = a.conn
-			a.conn.Close()
+			a.broken = conn
+			conn.Close()
 			continue
 		case a.over != nil:
 			return a.over

@@ -5,9 +5,13 @@ package procgroup
 import (
 	"bytes"
 	"encoding/binary"
+	"io"
 	"os"
+	"slices"
 	"strconv"
+	"sync"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -75,7 +79,7 @@ func idOf(f *os.File) fileID {
 	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
 		return fileID{}
 	}
-	return fileID{dev: st.Dev, ino: st.Ino}
+	return fileID{dev: st.Dev, ino: st.Ino, rdev: st.Rdev}
 }
 
 // Resize sets the terminal's size; the kernel sends SIGWINCH to the
@@ -93,6 +97,24 @@ func (p *Process) Resize(ws Winsize) error {
 		return cerr
 	}
 	return os.NewSyscallError("TIOCSWINSZ", err)
+}
+
+// Size returns the terminal's size as the kernel has it now: the last
+// Resize, or what the program set itself (stty cols 50). ErrNotPTY without
+// a terminal; an error once the master is closed.
+func (p *Process) Size() (Winsize, error) {
+	if p.PTY == nil {
+		return Winsize{}, ErrNotPTY
+	}
+	var ws *unix.Winsize
+	var err error
+	if cerr := p.withMaster(func(fd int) { ws, err = unix.IoctlGetWinsize(fd, unix.TIOCGWINSZ) }); cerr != nil {
+		return Winsize{}, cerr
+	}
+	if err != nil {
+		return Winsize{}, os.NewSyscallError("TIOCGWINSZ", err)
+	}
+	return Winsize{Cols: ws.Col, Rows: ws.Row}, nil
 }
 
 // TerminalEOF returns the terminal's end-of-file character (VEOF, normally
@@ -138,6 +160,7 @@ func (p *Process) foregroundGroup() int {
 type ptyProcStat struct {
 	state      byte
 	pgrp, sess int
+	tty        uint64 // tty_nr: the controlling terminal's device number, 0 for none
 }
 
 // readStat parses /proc/<pid>/stat; ok is false when the process is gone.
@@ -163,7 +186,7 @@ func readStat(pid int) (ptyProcStat, bool) {
 	if i < 0 {
 		return ptyProcStat{}, false
 	}
-	var f [4][]byte
+	var f [5][]byte
 	rest := b[i+1:]
 	for k := range f {
 		rest = bytes.TrimLeft(rest, " ")
@@ -178,10 +201,11 @@ func readStat(pid int) (ptyProcStat, bool) {
 	}
 	pgrp, ok1 := atoi(f[2])
 	sess, ok2 := atoi(f[3])
-	if !ok1 || !ok2 {
+	tty, ok3 := atoi(f[4])
+	if !ok1 || !ok2 || !ok3 {
 		return ptyProcStat{}, false
 	}
-	return ptyProcStat{state: f[0][0], pgrp: pgrp, sess: sess}, true
+	return ptyProcStat{state: f[0][0], pgrp: pgrp, sess: sess, tty: uint64(tty)}, true
 }
 
 // atoi parses a non-negative decimal without allocating.
@@ -308,26 +332,118 @@ func (p *Process) WaitingForInput() bool {
 		}
 	}
 	// The common case, the group's leader reading the input itself, needs no
-	// scan of /proc.
+	// look at the other processes.
 	if st, ok := readStat(pgrp); ok && st.pgrp == pgrp && p.readsInput(pgrp, st) {
 		return true
 	}
-	waiting := false
-	eachProcess(func(pid int, st ptyProcStat) bool {
-		if pid != pgrp && st.pgrp == pgrp && p.readsInput(pid, st) {
-			waiting = true
+	for _, pid := range p.groupMembers(pgrp) {
+		if st, ok := readStat(pid); ok && pid != pgrp && st.pgrp == pgrp && p.readsInput(pid, st) {
+			return true
 		}
-		return !waiting
-	})
-	return waiting
+	}
+	return false
 }
 
+// groupMembers lists the processes that may be in process group pgrp, a
+// group of p's: with a cgroup of its own, the processes of that cgroup
+// (cgroup.procs: the command's own, whatever else runs on the host);
+// otherwise the members the shared process index knows. The caller checks
+// each one's stat again.
+func (p *Process) groupMembers(pgrp int) []int {
+	p.sigMu.Lock()
+	dir := ""
+	if p.cg != nil {
+		dir = p.cg.dir
+	}
+	p.sigMu.Unlock()
+	if dir != "" {
+		if pids, ok := readPids(dir + "/cgroup.procs"); ok {
+			return pids
+		}
+	}
+	return processes.members(pgrp)
+}
+
+// maxCgroupProcs bounds what groupMembers reads of a cgroup.procs.
+const maxCgroupProcs = 1 << 16
+
+// readPids reads a cgroup.procs file: one pid a line, at most
+// maxCgroupProcs of them.
+func readPids(path string) ([]int, bool) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, false
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxCgroupProcs*8))
+	if err != nil {
+		return nil, false
+	}
+	var pids []int
+	for _, line := range bytes.Split(b, []byte{'\n'}) {
+		if pid, ok := atoi(line); ok && pid > 0 && len(pids) < maxCgroupProcs {
+			pids = append(pids, pid)
+		}
+	}
+	return pids, true
+}
+
+// Process index limits.
+const (
+	// indexMaxAge is how long a scan of /proc answers group membership: a
+	// status or a list of many commands costs at most one scan per period,
+	// however many commands or processes there are. A process that joined
+	// a group since the scan is missed for at most that long.
+	indexMaxAge = 250 * time.Millisecond
+	// indexMaxProcs bounds the processes one scan records.
+	indexMaxProcs = 1 << 16
+)
+
+// processIndex maps process groups to their members from one scan of
+// /proc, shared by every command without a cgroup of its own.
+type processIndex struct {
+	mu      sync.Mutex // guards the fields; held during a rebuild, so callers share one scan
+	at      time.Time
+	byGroup map[int][]int
+	scans   int // how many scans of /proc it made (for tests)
+}
+
+var processes processIndex
+
+// members returns the pids the index has in group pgrp, scanning /proc
+// first when the last scan is older than indexMaxAge.
+func (x *processIndex) members(pgrp int) []int {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.byGroup == nil || time.Since(x.at) > indexMaxAge {
+		m := make(map[int][]int, len(x.byGroup))
+		n := 0
+		eachProcess(func(pid int, st ptyProcStat) bool {
+			m[st.pgrp] = append(m[st.pgrp], pid)
+			n++
+			return n < indexMaxProcs
+		})
+		x.byGroup, x.at = m, time.Now()
+		x.scans++
+	}
+	return slices.Clone(x.byGroup[pgrp])
+}
+
+// devTTY is the device number of /dev/tty (5:0), which stands for the
+// opener's controlling terminal.
+var devTTY = unix.Mkdev(5, 0)
+
 // readsInput reports whether pid sleeps in a read or wait for input on p's
-// terminal or stdin pipe.
+// terminal or stdin pipe. For a terminal, /dev/tty counts when pid's
+// controlling terminal is ours: getpass, sudo, ssh and passwd read their
+// password there rather than from fd 0.
 func (p *Process) readsInput(pid int, st ptyProcStat) bool {
 	if st.state != 'S' {
 		return false
 	}
+	// The controlling terminal of pid is ours (tty_nr is the slave's device
+	// number in the kernel's encoding, the same as stat's st_rdev).
+	ctty := p.PTY != nil && p.input.rdev != 0 && st.tty == p.input.rdev
 	dir := "/proc/" + strconv.Itoa(pid)
 	b, err := os.ReadFile(dir + "/syscall")
 	if err != nil {
@@ -354,7 +470,10 @@ func (p *Process) readsInput(pid int, st ptyProcStat) bool {
 		if fd > 1<<20 || unix.Stat(dir+"/fd/"+strconv.FormatUint(fd, 10), &st) != nil {
 			return false
 		}
-		return fileID{dev: st.Dev, ino: st.Ino} == p.input
+		if st.Dev == p.input.dev && st.Ino == p.input.ino {
+			return true
+		}
+		return ctty && st.Rdev == devTTY
 	}
 	switch {
 	case nr == unix.SYS_READ || nr == unix.SYS_READV:
@@ -406,4 +525,174 @@ func readMem(dir string, addr uint64, dst []byte) bool {
 	defer f.Close()
 	n, err := f.ReadAt(dst, int64(addr))
 	return err == nil && n == len(dst)
+}
+
+// maxCanonLine is the longest line the kernel's canonical line discipline
+// keeps (N_TTY_BUF_SIZE - 1); what comes after is dropped by the kernel too.
+const maxCanonLine = 4095
+
+// InputLine follows the line that the terminal's line discipline is
+// editing: the bytes typed since the last end of line that a canonical
+// read has not been given yet. The kernel does not tell (TIOCINQ, FIONREAD
+// and poll count complete lines only in canonical mode), so TrackInput
+// replays what the line discipline does with each byte under the
+// terminal's current termios: erase (VERASE, with IUTF8 a whole
+// character), word erase (VWERASE), kill (VKILL), literal next (VLNEXT),
+// the ends of line (\n, VEOL, VEOL2, VEOF), the input maps (IGNCR, ICRNL,
+// INLCR, ISTRIP), start/stop (IXON) and the signal characters, which flush
+// the line unless NOFLSH. A byte written while the terminal is not
+// canonical leaves no line pending: it is readable at once, and when the
+// program goes back to canonical mode the kernel makes what is left a
+// complete line. The zero value is an empty line. One goroutine (the
+// terminal's writer) owns it.
+type InputLine struct {
+	buf   []byte
+	lnext bool // the last byte was VLNEXT: the next is taken literally
+}
+
+// Pending reports whether a line is being edited (VEOF would end that
+// line rather than read as end of file).
+func (l *InputLine) Pending() bool { return len(l.buf) > 0 }
+
+// TrackInput updates l for data, which the caller is about to write to the
+// terminal, under the terminal's termios now. It changes nothing when the
+// termios cannot be read (the terminal is closing).
+func (p *Process) TrackInput(l *InputLine, data []byte) {
+	t, err := p.termios()
+	if err != nil {
+		return
+	}
+	l.apply(t, data)
+}
+
+// EOFSequence returns what the caller writes to the terminal for an eof,
+// given l: VEOF, and in canonical mode with a line pending VEOF twice (the
+// first ends that line, the second reads as end of file). It resets l.
+// ErrNoVEOF when the program has disabled VEOF.
+func (p *Process) EOFSequence(l *InputLine) ([]byte, error) {
+	t, err := p.termios()
+	if err != nil {
+		return nil, err
+	}
+	veof := t.Cc[unix.VEOF]
+	if veof == 0 {
+		return nil, ErrNoVEOF
+	}
+	seq := []byte{veof}
+	if t.Lflag&unix.ICANON != 0 && l.Pending() {
+		seq = append(seq, veof)
+	}
+	l.buf, l.lnext = l.buf[:0], false
+	return seq, nil
+}
+
+func (p *Process) termios() (*unix.Termios, error) {
+	if p.PTY == nil {
+		return nil, ErrNotPTY
+	}
+	var t *unix.Termios
+	var err error
+	if cerr := p.withMaster(func(fd int) { t, err = unix.IoctlGetTermios(fd, unix.TCGETS) }); cerr != nil {
+		return nil, cerr
+	}
+	if err != nil {
+		return nil, os.NewSyscallError("tcgetattr", err)
+	}
+	return t, nil
+}
+
+// apply is the line discipline's input processing of data under t, as far
+// as the pending line is concerned (drivers/tty/n_tty.c).
+func (l *InputLine) apply(t *unix.Termios, data []byte) {
+	cc := func(i int) int { // a special character, -1 when disabled
+		if c := t.Cc[i]; c != 0 {
+			return int(c)
+		}
+		return -1
+	}
+	isig, icanon, iexten := t.Lflag&unix.ISIG != 0, t.Lflag&unix.ICANON != 0, t.Lflag&unix.IEXTEN != 0
+	for _, b := range data {
+		if t.Iflag&unix.ISTRIP != 0 {
+			b &= 0x7f
+		}
+		switch {
+		case b == '\r' && t.Iflag&unix.IGNCR != 0:
+			continue
+		case b == '\r' && t.Iflag&unix.ICRNL != 0:
+			b = '\n'
+		case b == '\n' && t.Iflag&unix.INLCR != 0:
+			b = '\r'
+		}
+		c := int(b)
+		if !icanon {
+			l.buf, l.lnext = l.buf[:0], false
+			continue
+		}
+		if l.lnext {
+			l.lnext = false
+			l.add(b)
+			continue
+		}
+		switch {
+		case isig && (c == cc(unix.VINTR) || c == cc(unix.VQUIT) || c == cc(unix.VSUSP)):
+			if t.Lflag&unix.NOFLSH == 0 {
+				l.buf = l.buf[:0]
+			}
+		case t.Iflag&unix.IXON != 0 && (c == cc(unix.VSTART) || c == cc(unix.VSTOP)):
+		case c == cc(unix.VERASE):
+			l.erase(t.Iflag&unix.IUTF8 != 0)
+		case c == cc(unix.VKILL):
+			l.buf = l.buf[:0]
+		case iexten && c == cc(unix.VWERASE):
+			l.eraseWord()
+		case iexten && c == cc(unix.VLNEXT):
+			l.lnext = true
+		case iexten && c == cc(unix.VREPRINT):
+		case c == '\n' || c == cc(unix.VEOF) || c == cc(unix.VEOL) || iexten && c == cc(unix.VEOL2):
+			l.buf = l.buf[:0]
+		default:
+			l.add(b)
+		}
+	}
+}
+
+func (l *InputLine) add(b byte) {
+	if len(l.buf) < maxCanonLine {
+		l.buf = append(l.buf, b)
+	}
+}
+
+// erase removes the last character (with utf8, a lead byte and its
+// continuation bytes).
+func (l *InputLine) erase(utf8 bool) {
+	for len(l.buf) > 0 {
+		b := l.buf[len(l.buf)-1]
+		l.buf = l.buf[:len(l.buf)-1]
+		if !utf8 || b&0xc0 != 0x80 {
+			return
+		}
+	}
+}
+
+// eraseWord is VWERASE: blanks, then the word before them (n_tty's rule: a
+// word is alphanumerics and '_', or one other character).
+func (l *InputLine) eraseWord() {
+	seen := false
+	for len(l.buf) > 0 {
+		b := l.buf[len(l.buf)-1]
+		word := b >= '0' && b <= '9' || b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z' || b == '_'
+		switch {
+		case b == ' ' || b == '\t':
+			if seen {
+				return
+			}
+		case word:
+			seen = true
+		default:
+			if seen {
+				return
+			}
+		}
+		l.buf = l.buf[:len(l.buf)-1]
+	}
 }

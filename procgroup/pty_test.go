@@ -140,3 +140,46 @@ func ptsFDs(t *testing.T) int {
 	}
 	return n
 }
+
+// TestWaitingForInputSharesOneScan (issue 20 item 5): without a cgroup of
+// their own, the WaitingForInput looks of many terminals whose leader is
+// not reading share one scan of /proc (the process index), and still find
+// a reader that is not the leader.
+func TestWaitingForInputSharesOneScan(t *testing.T) {
+	r := newReaper(t) // no UseCgroups: process groups only
+	env := []string{"PATH=" + os.Getenv("PATH")}
+	var ps []*Process
+	for i := 0; i < 15; i++ {
+		argv := []string{"sh", "-c", "sleep 30; true"}
+		if i == 0 {
+			argv = []string{"sh", "-c", "cat; true"} // the reader is the leader's child
+		}
+		p := start(t, r, Spec{Argv: argv, Env: env, PTY: &Winsize{Cols: 80, Rows: 24}})
+		ps = append(ps, p)
+		defer func() { p.Signal(syscall.SIGKILL); wait(t, p); p.PTY.Close() }()
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for !ps[0].WaitingForInput() {
+		if time.Now().After(deadline) {
+			t.Fatal("cat in a child of sh never read as waiting for input")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	processes.mu.Lock()
+	processes.at = time.Time{} // the next look scans again
+	before := processes.scans
+	processes.mu.Unlock()
+	t0 := time.Now()
+	for _, p := range ps[1:] {
+		if p.WaitingForInput() {
+			t.Errorf("sleep read as waiting for input")
+		}
+	}
+	processes.mu.Lock()
+	scans := processes.scans - before
+	processes.mu.Unlock()
+	// One scan per indexMaxAge at most, however many looks.
+	if want := 1 + int(time.Since(t0)/indexMaxAge); scans > want || scans == 0 {
+		t.Errorf("14 looks in %v made %d scans of /proc; want 1 to %d", time.Since(t0), scans, want)
+	}
+}

@@ -65,11 +65,20 @@ type Command struct {
 // It is guarded by Command.mu.
 type stdinQueue struct {
 	enabled bool
-	closed  bool     // eof requested (or never enabled, or the command finished)
-	queued  int      // bytes accepted and not yet written
-	chunks  [][]byte // in order
-	broken  bool     // a write failed: later data is discarded
+	closed  bool         // eof requested (or never enabled, or the command finished)
+	queued  int          // bytes accepted and not yet written
+	chunks  []stdinChunk // in order
+	broken  bool         // a write failed: later data is discarded
 	wake    chan struct{}
+	room    chan struct{} // closed (and replaced) each time the writer takes a chunk off
+}
+
+// stdinChunk is one write for the writer. eof (terminals only) asks it to
+// type the end of file after data: what that takes is decided when it is
+// written, from the terminal's state then (procgroup.EOFSequence).
+type stdinChunk struct {
+	data []byte
+	eof  bool
 }
 
 // ID returns the canonical command id.
@@ -85,9 +94,13 @@ func (c *Command) Status() Status { return c.status(true) }
 // (answering false), for the status of a command that has just started.
 func (c *Command) status(look bool) Status {
 	waiting := look && c.waitingForInput()
+	size, sized := c.terminalSize()
 	st := c.ring.Stats()
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if sized {
+		c.term.cols, c.term.rows = size.cols, size.rows
+	}
 	s := Status{
 		CommandID:       c.id,
 		Argv:            c.spec.argv,
@@ -217,7 +230,7 @@ func (c *Command) WriteStdin(data []byte, eof bool) (int, bool, error) {
 		return 0, false, errorf(ErrStdinFull, "stdin queue holds %d of %d bytes; %d more do not fit", q.queued, c.m.cfg.StdinLimit, len(data))
 	}
 	if len(data) > 0 {
-		q.chunks = append(q.chunks, append([]byte(nil), data...))
+		q.chunks = append(q.chunks, stdinChunk{data: append([]byte(nil), data...)})
 		q.queued += len(data)
 	}
 	if eof {
@@ -228,6 +241,29 @@ func (c *Command) WriteStdin(data []byte, eof bool) (int, bool, error) {
 	default:
 	}
 	return len(data), q.closed, nil
+}
+
+// WriteStdinWait is WriteStdin for a sender that must not lose input (a
+// WebSocket attachment, which has no Retry-After to offer): while the queue
+// is full it waits for the writer to make room, until the command finishes
+// (ErrFinished) or abort is closed (ErrStdinFull, nothing queued). It still
+// answers ErrStdinFull at once for data that could never fit the queue.
+func (c *Command) WriteStdinWait(abort <-chan struct{}, data []byte, eof bool) (int, bool, error) {
+	for {
+		c.mu.Lock()
+		room := c.stdin.room
+		c.mu.Unlock()
+		n, closed, err := c.WriteStdin(data, eof)
+		if !errors.Is(err, ErrStdinFull) || len(data)+1 > c.m.cfg.StdinLimit {
+			return n, closed, err
+		}
+		select {
+		case <-room:
+		case <-c.done: // the next WriteStdin answers ErrFinished
+		case <-abort:
+			return n, closed, err
+		}
+	}
 }
 
 // requestEnd asks the owner to signal the process group (SIGTERM, then
@@ -527,30 +563,48 @@ func (c *Command) writeStdin(w *os.File) {
 	if hook := testHookStdinWriterExit.Load(); hook != nil {
 		defer (*hook)(c)
 	}
+	var line procgroup.InputLine // a terminal's pending line; only this goroutine touches it
 	for {
 		c.mu.Lock()
 		q := &c.stdin
-		var chunk []byte
-		if len(q.chunks) > 0 {
+		var chunk stdinChunk
+		ok := len(q.chunks) > 0
+		if ok {
 			chunk = q.chunks[0]
-			q.chunks[0] = nil
+			q.chunks[0] = stdinChunk{}
 			q.chunks = q.chunks[1:]
 		}
 		closed, broken := q.closed, q.broken
 		c.mu.Unlock()
-		if chunk != nil {
+		if ok {
+			data, size := chunk.data, len(chunk.data)
+			if chunk.eof {
+				size++
+			}
+			if !broken && c.term != nil {
+				c.proc.TrackInput(&line, data)
+				if chunk.eof {
+					seq, err := c.proc.EOFSequence(&line)
+					if err == nil {
+						data = append(data, seq...)
+					} else if !errors.Is(err, procgroup.ErrNoVEOF) {
+						broken = true // the terminal is closing
+					}
+				}
+			}
 			if !broken {
-				if _, err := w.Write(chunk); err != nil {
-					c.mu.Lock()
-					q.broken = true
-					c.mu.Unlock()
+				if _, err := w.Write(data); err != nil {
+					broken = true
 				}
 			}
 			c.mu.Lock()
-			q.queued -= len(chunk)
+			q.broken = q.broken || broken
+			q.queued -= size
 			if q.queued < 0 {
 				q.queued = 0
 			}
+			close(q.room)
+			q.room = make(chan struct{})
 			c.mu.Unlock()
 			continue
 		}

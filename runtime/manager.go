@@ -153,8 +153,8 @@ func (m *Manager) Create(r CreateRequest) (Status, bool, error) {
 		done:      make(chan struct{}),
 		state:     StateStarting,
 		createdAt: now,
-		stdin:     stdinQueue{enabled: s.stdin, closed: !s.stdin, wake: make(chan struct{}, 1)},
-		term:      newTerminal(s.pty),
+		stdin:     stdinQueue{enabled: s.stdin, closed: !s.stdin, wake: make(chan struct{}, 1), room: make(chan struct{})},
+		term:      newTerminal(s),
 	}
 	m.cmds[id] = c
 	m.order = append(m.order, c)

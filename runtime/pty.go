@@ -30,30 +30,68 @@ type ptySpec struct {
 }
 
 // terminal is the runtime side of a command's PTY. resizeMu serialises
-// resizes (so the size in the status is the kernel's); it is taken before
-// Command.mu, never after. Command.mu guards the other fields.
+// resizes; it is taken before Command.mu, never after. Command.mu guards
+// the other fields.
 type terminal struct {
-	resizeMu   sync.Mutex
+	resizeMu sync.Mutex
+	// cols, rows: the kernel's size at the last look (a status, a resize),
+	// reported once the terminal is closed.
 	cols, rows int
-	// lineOpen: the last byte queued for the terminal leaves a line pending in
-	// the line discipline (so a VEOF would only end that line).
-	lineOpen bool
+	term       string // TERM the command started with: envs' TERM, else pty.term
 }
 
-func newTerminal(p *ptySpec) *terminal {
+type termSize struct{ cols, rows int }
+
+// terminalSize asks the kernel for the terminal's size now; false without
+// a terminal or once it is closed. It is called without Command.mu held.
+func (c *Command) terminalSize() (termSize, bool) {
+	if c.term == nil {
+		return termSize{}, false
+	}
+	c.mu.Lock()
+	p := c.proc
+	c.mu.Unlock()
 	if p == nil {
+		return termSize{}, false
+	}
+	ws, err := p.Size()
+	if err != nil {
+		return termSize{}, false
+	}
+	return termSize{int(ws.Cols), int(ws.Rows)}, true
+}
+
+func newTerminal(s spec) *terminal {
+	if s.pty == nil {
 		return nil
 	}
-	return &terminal{cols: p.cols, rows: p.rows}
+	term := s.pty.term
+	if v, ok := s.envs["TERM"]; ok {
+		term = v
+	}
+	return &terminal{cols: s.pty.cols, rows: s.pty.rows, term: term}
+}
+
+// clampSize brings a terminal dimension over MaxTerminalSize down to it; it
+// reports whether it did.
+func clampSize(n *int) bool {
+	if *n > MaxTerminalSize {
+		*n = MaxTerminalSize
+		return true
+	}
+	return false
 }
 
 func normalizePTY(r *PTYRequest) (*ptySpec, error) {
 	if r == nil {
 		return nil, nil
 	}
-	if r.Cols < 1 || r.Cols > MaxTerminalSize || r.Rows < 1 || r.Rows > MaxTerminalSize {
-		return nil, invalidf("pty cols and rows must be between 1 and %d (got %d x %d)", MaxTerminalSize, r.Cols, r.Rows)
+	if r.Cols < 1 || r.Rows < 1 {
+		return nil, invalidf("pty cols and rows must be at least 1 (got %d x %d); more than %d is taken as %d", r.Cols, r.Rows, MaxTerminalSize, MaxTerminalSize)
 	}
+	cols, rows := r.Cols, r.Rows
+	clampSize(&cols)
+	clampSize(&rows)
 	term := r.Term
 	if term == "" {
 		term = DefaultTerm
@@ -61,7 +99,7 @@ func normalizePTY(r *PTYRequest) (*ptySpec, error) {
 	if len(term) > maxTermLen || strings.ContainsFunc(term, func(r rune) bool { return r <= ' ' || r >= 0x7f || r == '=' }) {
 		return nil, invalidf("pty term must be 1 to %d printable ASCII characters without spaces or '=' (got %q)", maxTermLen, r.Term)
 	}
-	return &ptySpec{cols: r.Cols, rows: r.Rows, term: term}, nil
+	return &ptySpec{cols: cols, rows: rows, term: term}, nil
 }
 
 func (p *ptySpec) equal(o *ptySpec) bool {
@@ -100,7 +138,7 @@ func (c *Command) IsTerminal() bool { return c.term != nil }
 // waiting is the WaitingForInput answer taken before the snapshot.
 func (c *Command) ptyStatus(s *Status, waiting bool) {
 	if c.term != nil {
-		s.PTY = &PTYStatus{Cols: c.term.cols, Rows: c.term.rows, Term: c.spec.pty.term}
+		s.PTY = &PTYStatus{Cols: c.term.cols, Rows: c.term.rows, Term: c.term.term}
 		// A terminal's output is one stream, kept in the ring as ringbuf.PTY.
 		s.PTYBytes = s.NextCursor - s.StdoutBytes - s.StderrBytes
 	}
@@ -124,16 +162,19 @@ func (c *Command) waitingForInput() bool {
 }
 
 // Resize sets the size of the command's terminal; the kernel sends SIGWINCH
-// to the terminal's foreground process group. ErrInvalid for a size outside
-// 1..MaxTerminalSize, ErrNotTerminal for a command without a PTY,
-// ErrFinished once it has finished.
+// to the terminal's foreground process group. A dimension over
+// MaxTerminalSize is taken as MaxTerminalSize (the status shows the size
+// set). ErrInvalid for a dimension under 1, ErrNotTerminal for a command
+// without a PTY, ErrFinished once it has finished.
 func (c *Command) Resize(cols, rows int) (Status, error) {
 	if c.term == nil {
 		return c.Status(), errorf(ErrNotTerminal, "command %s has no terminal (create it with \"pty\")", c.id)
 	}
-	if cols < 1 || cols > MaxTerminalSize || rows < 1 || rows > MaxTerminalSize {
-		return c.Status(), invalidf("cols and rows must be between 1 and %d (got %d x %d)", MaxTerminalSize, cols, rows)
+	if cols < 1 || rows < 1 {
+		return c.Status(), invalidf("cols and rows must be at least 1 (got %d x %d); more than %d is taken as %d", cols, rows, MaxTerminalSize, MaxTerminalSize)
 	}
+	clampSize(&cols)
+	clampSize(&rows)
 	c.mu.Lock()
 	finished := c.state.Finished()
 	c.mu.Unlock()
@@ -157,17 +198,18 @@ func (c *Command) Resize(cols, rows int) (Status, error) {
 
 // writeTerminal is WriteStdin for a command on a terminal: data goes to the
 // terminal as raw bytes (the line discipline turns Ctrl-C into SIGINT, and
-// echoes in canonical mode), and eof writes the terminal's VEOF character
-// rather than closing anything, so the terminal stays usable. When the bytes
-// before it leave a line pending, VEOF is written twice in canonical mode:
-// the first ends the pending line, the second reads as end of file. Stdin of
-// a terminal is never closed; the answer's closed is false.
+// echoes in canonical mode), and eof types the terminal's VEOF character
+// rather than closing anything, so the terminal stays usable. When the
+// line discipline is editing a line at that moment (bytes typed since the
+// last end of line, after erase and kill: procgroup.InputLine), VEOF is
+// typed twice in canonical mode: the first ends the pending line, the
+// second reads as end of file. The writer decides when it writes the eof,
+// after everything queued before it. Stdin of a terminal is never closed;
+// the answer's closed is false.
 func (c *Command) writeTerminal(data []byte, eof bool) (int, bool, error) {
-	var veof byte
-	canonical := false
 	if eof {
-		var err error
-		if veof, canonical, err = c.proc.TerminalEOF(); err != nil {
+		veof, _, err := c.proc.TerminalEOF()
+		if err != nil {
 			return 0, false, errorf(ErrFinished, "command %s is ending: %v", c.id, err)
 		}
 		if veof == 0 { // _POSIX_VDISABLE: the program switched EOF off
@@ -176,31 +218,21 @@ func (c *Command) writeTerminal(data []byte, eof bool) (int, bool, error) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	lineOpen := c.term.lineOpen
-	if len(data) > 0 {
-		b := data[len(data)-1]
-		lineOpen = b != '\n' && b != '\r' && b != 0x04 && (veof == 0 || b != veof)
-	}
-	chunk := data
+	size := len(data)
 	if eof {
-		chunk = append(append([]byte(nil), data...), veof)
-		if canonical && lineOpen {
-			chunk = append(chunk, veof)
-		}
-		lineOpen = false
+		size++ // VEOF; a second one is not counted
 	}
 	q := &c.stdin
 	switch {
 	case c.state.Finished():
 		return 0, false, errorf(ErrFinished, "command %s has finished", c.id)
-	case q.queued+len(chunk) > c.m.cfg.StdinLimit:
-		return 0, false, errorf(ErrStdinFull, "stdin queue holds %d of %d bytes; %d more do not fit", q.queued, c.m.cfg.StdinLimit, len(chunk))
+	case q.queued+size > c.m.cfg.StdinLimit:
+		return 0, false, errorf(ErrStdinFull, "stdin queue holds %d of %d bytes; %d more do not fit", q.queued, c.m.cfg.StdinLimit, size)
 	}
-	if len(chunk) > 0 {
-		q.chunks = append(q.chunks, append([]byte(nil), chunk...))
-		q.queued += len(chunk)
+	if size > 0 {
+		q.chunks = append(q.chunks, stdinChunk{data: append([]byte(nil), data...), eof: eof})
+		q.queued += size
 	}
-	c.term.lineOpen = lineOpen
 	select {
 	case q.wake <- struct{}{}:
 	default:

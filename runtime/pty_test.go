@@ -112,7 +112,7 @@ func TestPTYNoLeaksAfter500Commands(t *testing.T) {
 // TestPTYRequestValidation: the limits of "pty", TERM, and idempotency.
 func TestPTYRequestValidation(t *testing.T) {
 	m := newManager(t, nil)
-	for _, p := range []PTYRequest{{0, 24, ""}, {80, 0, ""}, {1001, 24, ""}, {80, 1001, ""}, {-5, 24, ""},
+	for _, p := range []PTYRequest{{0, 24, ""}, {80, 0, ""}, {-5, 24, ""},
 		{80, 24, "a b"}, {80, 24, "x=y"}, {80, 24, strings.Repeat("x", 65)}, {80, 24, "é"}} {
 		if _, _, err := m.Create(CreateRequest{Argv: []string{"true"}, PTY: &p}); !errors.Is(err, ErrInvalid) {
 			t.Errorf("pty %+v: err %v; want ErrInvalid", p, err)

@@ -49,6 +49,7 @@ import (
 	"os/signal"
 	"path"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -65,6 +66,7 @@ import (
 
 	"github.com/sandbox-runtime/sandbox-runtime/api"
 	srclient "github.com/sandbox-runtime/sandbox-runtime/client"
+	"github.com/sandbox-runtime/sandbox-runtime/runtime"
 	"github.com/sandbox-runtime/sandbox-runtime/wire"
 )
 
@@ -149,6 +151,8 @@ type cli struct {
 
 	wmu  sync.Mutex
 	werr error // the first error writing the command's output here
+
+	clamped [2]int // the last window size clampWindow reported as too large
 }
 
 // runCLI runs the subcommand args[0] and returns the exit code.
@@ -229,9 +233,60 @@ func (c *cli) flags(usage, about string) (*flag.FlagSet, *string, *string) {
 	tokenFile := fs.String("token-file", "", "a file holding the bearer token (default: $SANDBOX_RUNTIME_TOKEN, else $SANDBOX_RUNTIME_TOKEN_FILE)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: sandbox-runtime %s\n\n%s\n\nflags:\n", usage, about)
-		fs.PrintDefaults()
+		printFlags(fs)
 	}
 	return fs, url, tokenFile
+}
+
+// printFlags is flag.PrintDefaults spelled as the daemon's --help and the
+// usage lines spell flags: one dash for a one-letter flag (-f), two for a
+// word (--url). Either form is accepted.
+func printFlags(fs *flag.FlagSet) {
+	w := fs.Output()
+	fs.VisitAll(func(f *flag.Flag) {
+		dash := "--"
+		if len(f.Name) == 1 {
+			dash = "-"
+		}
+		arg, usage := flag.UnquoteUsage(f)
+		line := "  " + dash + f.Name
+		if arg != "" {
+			line += " " + arg
+		}
+		line += "\n      " + usage
+		switch f.DefValue {
+		case "", "false", "0", "[]":
+		default:
+			line += fmt.Sprintf(" (default %s)", f.DefValue)
+		}
+		fmt.Fprintln(w, line)
+	})
+}
+
+// suggestCLICommand reports (after saying so on w) a first argument that
+// looks like a mistyped subcommand ("exce", "log"): it is not a flag, and
+// the daemon takes no arguments.
+func suggestCLICommand(args []string, w io.Writer) bool {
+	if len(args) == 0 || args[0] == "" || strings.HasPrefix(args[0], "-") {
+		return false
+	}
+	names := make([]string, 0, len(cliCommands))
+	for name := range cliCommands {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	best, bestD := "", 3
+	for _, name := range names {
+		if d := editDistance(args[0], name); d < bestD || strings.HasPrefix(name, args[0]) && bestD > 1 {
+			best, bestD = name, min(d, 1)
+		}
+	}
+	if best != "" {
+		fmt.Fprintf(w, "sandbox-runtime: unknown subcommand %q; did you mean %q? (subcommands: %s; see --help)\n", args[0], best, strings.Join(names, ", "))
+	} else {
+		fmt.Fprintf(w, "sandbox-runtime: unknown subcommand %q (subcommands: %s; the daemon itself takes only flags: see --help)\n", args[0], strings.Join(names, ", "))
+	}
+	return true
 }
 
 // parseFlags parses args: --help prints the usage to stdout (as the
@@ -325,6 +380,33 @@ func (c *cli) usageError(fs *flag.FlagSet, msg string) {
 
 func (c *cli) errorf(format string, args ...any) {
 	fmt.Fprintf(c.stderr, "sandbox-runtime %s: %s\n", c.name, fmt.Sprintf(format, args...))
+}
+
+// rawErrorf is errorf while the local terminal is raw (no \n to \r\n
+// translation): the note gets a line of its own.
+func (c *cli) rawErrorf(format string, args ...any) {
+	fmt.Fprintf(c.stderr, "\r\nsandbox-runtime %s: %s\r\n", c.name, fmt.Sprintf(format, args...))
+}
+
+// clampWindow brings a window size over the daemon's terminal limit
+// (1000 columns and rows, runtime.MaxTerminalSize) down to it, and says so
+// on stderr each time the size asked for changes (raw: the terminal is in
+// raw mode). The daemon clamps too; saying it here tells the person why
+// the program draws narrower than the window.
+func (c *cli) clampWindow(cols, rows int, raw bool) (int, int) {
+	wc, wr := min(cols, runtime.MaxTerminalSize), min(rows, runtime.MaxTerminalSize)
+	if wc != cols || wr != rows {
+		key := [2]int{cols, rows}
+		if c.clamped != key {
+			c.clamped = key
+			note := c.errorf
+			if raw {
+				note = c.rawErrorf
+			}
+			note("this window is %dx%d; a terminal has at most %d columns and rows, so the command's is %dx%d", cols, rows, runtime.MaxTerminalSize, wc, wr)
+		}
+	}
+	return wc, wr
 }
 
 // connect makes the client from the flags and the environment.
@@ -907,6 +989,7 @@ func (c *cli) executeTTY(parent context.Context, f *createFlags, argv []string) 
 	if termName == "" {
 		termName = defaultTermEnv
 	}
+	cols, rows = c.clampWindow(cols, rows, false)
 	req.PTY = &wire.PTYRequest{Cols: cols, Rows: rows, Term: termName}
 	req.CommandID = uuid.NewString()
 	st, err := c.c.Start(ctx, req)
@@ -947,7 +1030,10 @@ func (c *cli) attachTo(ctx context.Context, st *wire.Status, cursor int64, withS
 		defer signal.Stop(winch)
 		resize := func() {
 			if cols, rows, err := term.GetSize(in); err == nil && cols > 0 && rows > 0 {
-				c.c.Resize(ctx, st.CommandID, cols, rows)
+				cols, rows = c.clampWindow(cols, rows, true)
+				if _, err := c.c.Resize(ctx, st.CommandID, cols, rows); err != nil && !isInputDone(err) && ctx.Err() == nil {
+					c.rawErrorf("the window size %dx%d did not reach the command: %v", cols, rows, reason(err))
+				}
 			}
 		}
 		if st.PTY.Cols != 0 {
@@ -964,11 +1050,17 @@ func (c *cli) attachTo(ctx context.Context, st *wire.Status, cursor int64, withS
 		}()
 	}
 	detached := make(chan struct{})
+	// inputLost: a frame was refused or a send failed, so the command may
+	// not have seen everything that was typed or piped: never exit 0.
+	var inputLost atomic.Bool
 	if withStdin && (pty || (st.Stdin && !st.StdinClosed)) {
 		// A local EOF on a pipe or /dev/null (attach ID </dev/null) says
 		// that there is nothing to type, not that a person pressed
 		// Ctrl-D: a terminal command is left alone.
-		o := pumpOptions{noEOF: pty && !term.IsTerminal(in)}
+		o := pumpOptions{noEOF: pty && !term.IsTerminal(in), failed: func(err error) {
+			c.stdinError(err)
+			inputLost.Store(true)
+		}}
 		if term.IsTerminal(in) {
 			// Raw: Ctrl-] at once; a pipe command on a cooked terminal:
 			// Ctrl-] then Enter (the line is the terminal's until then).
@@ -1019,6 +1111,11 @@ func (c *cli) attachTo(ctx context.Context, st *wire.Status, cursor int64, withS
 			restore()
 			select {
 			case <-detached:
+				if f, ok := c.stderr.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+					// The cursor is wherever the command left it (after
+					// its prompt): start the note on a line of its own.
+					fmt.Fprintln(c.stderr)
+				}
 				c.errorf("detached from %s, which goes on running; sandbox-runtime attach %s comes back to it", st.CommandID, st.CommandID)
 				return 0
 			default:
@@ -1044,10 +1141,16 @@ func (c *cli) attachTo(ctx context.Context, st *wire.Status, cursor int64, withS
 		case wire.EventError:
 			if ev.Error.Code != wire.CodeFinished && ev.Error.Code != wire.CodeStdinClosed {
 				c.errorf("the daemon refused a frame: %s", ev.Error.Message)
+				inputLost.Store(true)
 			}
 		case wire.EventExit:
 			restore() // before the note, which wants a cooked terminal
-			return c.lost(gap, c.finished(ev.Status))
+			code := c.lost(gap, c.finished(ev.Status))
+			if inputLost.Load() && code == 0 {
+				c.errorf("the command exited 0, but not all of the input or frames sent to it arrived (see above); exiting %d", exitFailed)
+				return exitFailed
+			}
+			return code
 		}
 	}
 }
@@ -1142,7 +1245,7 @@ func shortArgv(argv []string) string {
 }
 
 func (c *cli) logs(args []string) int {
-	fs, url, tok := c.flags("logs [-f] ID", "Prints the output the daemon holds of a command (stdout here, stderr to stderr); with -f, follows it until the command ends, resuming after disconnects.")
+	fs, url, tok := c.flags("logs [-f] ID", "Prints the output the daemon holds of a command (stdout here, stderr to stderr); with -f, follows it until the command ends, resuming after disconnects, says how it ended when a timeout, a kill or the daemon's shutdown ended it, and exits with its exit code as attach does.")
 	follow := fs.Bool("f", false, "follow the output until the command ends")
 	rest, code, ok := c.parse(fs, url, tok, args, 1)
 	if !ok {
@@ -1166,8 +1269,9 @@ func (c *cli) logs(args []string) int {
 		return nil
 	}
 	var err error
+	var final *wire.Status
 	if *follow {
-		_, err = c.c.Follow(context.Background(), id, 0, fn)
+		final, err = c.c.Follow(context.Background(), id, 0, fn)
 	} else {
 		_, _, err = c.c.Output(context.Background(), id, 0, fn)
 	}
@@ -1176,6 +1280,10 @@ func (c *cli) logs(args []string) int {
 	}
 	if err != nil {
 		return c.fail(err, id)
+	}
+	if final != nil {
+		// -f followed it to its end: say how it ended, as exec and attach do.
+		return c.lost(gap, c.finished(final))
 	}
 	if gap > 0 {
 		c.errorf("%d bytes of the output (stdout and stderr together) are missing: the daemon keeps only the most recent output of a command", gap)

@@ -21,6 +21,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -236,8 +237,9 @@ func TestCLIBackgroundLogsKill(t *testing.T) {
 		t.Errorf("kill: %+v", r)
 	}
 	rest, _ := io.ReadAll(br)
-	if err := follow.Wait(); err != nil || len(rest) != 0 || ferr.String() != "oops\n" {
-		t.Errorf("logs -f: %v, then %q, stderr %q; want it to end with the command, after first and oops", err, rest, ferr.String())
+	err = follow.Wait()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 143 || len(rest) != 0 || ferr.String() != "oops\nsandbox-runtime logs: the command was killed by a kill request (SIGTERM)\n" {
+		t.Errorf("logs -f: %v, then %q, stderr %q; want it to end with the command (exit 143, saying it was killed), after first and oops", err, rest, ferr.String())
 	}
 	r = runClient(t, env, "", "logs", id)
 	if r.code != 0 || r.stdout != "first\n" || r.stderr != "oops\n" {
@@ -999,5 +1001,111 @@ func TestCLIMessages(t *testing.T) {
 		if r.code != tc.code || !strings.Contains(r.stdout, tc.stdout) || !strings.Contains(r.stderr, tc.stderr) || tc.notSaid != "" && strings.Contains(r.stdout+r.stderr, tc.notSaid) {
 			t.Errorf("%v: exit %d, stdout %q, stderr %q; want %d, %q on stdout, %q on stderr", tc.args, r.code, r.stdout, r.stderr, tc.code, tc.stdout, tc.stderr)
 		}
+	}
+}
+
+// TestCLIAttachPipedInputNotLost (issue 20 item 3): 2,500,000 bytes piped
+// into attach of a terminal command that reads nothing for a while all
+// arrive: the daemon's full stdin queue holds the WebSocket back instead of
+// refusing frames.
+func TestCLIAttachPipedInputNotLost(t *testing.T) {
+	t.Parallel()
+	d := startCLIDaemon(t)
+	const n = 2500000
+	body := `{"argv":["sh","-c","stty raw -echo; sleep 2; timeout --foreground 60 head -c ` + strconv.Itoa(n) + ` | wc -c"],"pty":{"cols":80,"rows":24}}`
+	resp, err := http.Post(d.url+"/v1/commands", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st wire.Status
+	json.NewDecoder(resp.Body).Decode(&st)
+	resp.Body.Close()
+	in := filepath.Join(t.TempDir(), "in")
+	if err := os.WriteFile(in, bytes.Repeat([]byte("abcdefghijklmnopqrstuvwxy"), n/25), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := runClientFile(t, d.env(), in, "attach", st.CommandID)
+	if r.code != 0 || !strings.Contains(r.stdout, strconv.Itoa(n)) || strings.Contains(r.stderr, "refused") {
+		t.Errorf("attach with %d bytes piped: exit %d, stdout %q, stderr %q; want exit 0 and %d", n, r.code, r.stdout, r.stderr, n)
+	}
+}
+
+// TestCLILogsFollowShutdown (issue 20 item 19): logs -f of a command that
+// the daemon's shutdown ends says so and exits 143, as exec and attach do.
+func TestCLILogsFollowShutdown(t *testing.T) {
+	t.Parallel()
+	dm := daemontest.StartT(t, daemontest.Options{Bin: binPath, BaseDir: t.TempDir(), LogPath: filepath.Join(t.TempDir(), "daemon.log"), CheckLeaks: true})
+	env := []string{"SANDBOX_RUNTIME_URL=" + dm.URL}
+	r := runClient(t, env, "", "run", "-d", "--", "sh", "-c", "echo first; exec sleep 60")
+	id := strings.TrimSpace(r.stdout)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	follow := exec.CommandContext(ctx, binPath, "logs", "-f", id)
+	follow.Env = append(cliEnv(), env...)
+	var ferr bytes.Buffer
+	follow.Stderr = &ferr
+	fout, err := follow.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := follow.Start(); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(fout)
+	if line, err := br.ReadString('\n'); line != "first\n" {
+		t.Fatalf("logs -f first line %q, %v", line, err)
+	}
+	if err := dm.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	io.ReadAll(br)
+	err = follow.Wait()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 143 || !strings.Contains(ferr.String(), "shut down and ended the command") {
+		t.Errorf("logs -f across a shutdown: %v, stderr %q; want exit 143 saying the shutdown ended it", err, ferr.String())
+	}
+}
+
+// TestCLIHelpSpellingAndSuggestions (issue 20 item 19): a subcommand's help
+// spells word flags with two dashes, as the daemon's --help and the usage
+// lines do; a mistyped subcommand gets a "did you mean".
+func TestCLIHelpSpellingAndSuggestions(t *testing.T) {
+	t.Parallel()
+	for name := range cliCommands {
+		r := runClient(t, nil, "", name, "--help")
+		if r.code != 0 || !strings.Contains(r.stdout, "\n  --url string\n") || strings.Contains(r.stdout, "\n  -url") || strings.Contains(r.stdout, "\n  -token-file") {
+			t.Errorf("%s --help: exit %d, %q; want --url and --token-file with two dashes", name, r.code, r.stdout)
+		}
+	}
+	for _, tc := range []struct{ arg, want string }{
+		{"exce", `did you mean "exec"?`}, {"log", `did you mean "logs"?`}, {"atach", `did you mean "attach"?`},
+		{"frobnicate", `unknown subcommand "frobnicate"`},
+	} {
+		r := runClient(t, nil, "", tc.arg, "x")
+		if r.code != exitUsage || !strings.Contains(r.stderr, tc.want) {
+			t.Errorf("%s x: exit %d, stderr %q; want %d and %s", tc.arg, r.code, r.stderr, exitUsage, tc.want)
+		}
+	}
+}
+
+// TestCLIAttachInputAfterTheEnd: piped input that a terminal command
+// no longer takes because it has finished is not a loss: exit 0, quiet.
+func TestCLIAttachInputAfterTheEnd(t *testing.T) {
+	t.Parallel()
+	d := startCLIDaemon(t)
+	body := `{"argv":["sh","-c","stty raw -echo; head -c 10 >/dev/null; echo took-10"],"pty":{"cols":80,"rows":24}}`
+	resp, err := http.Post(d.url+"/v1/commands", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st wire.Status
+	json.NewDecoder(resp.Body).Decode(&st)
+	resp.Body.Close()
+	in := filepath.Join(t.TempDir(), "in")
+	if err := os.WriteFile(in, bytes.Repeat([]byte("x"), 2500000), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := runClientFile(t, d.env(), in, "attach", st.CommandID)
+	if r.code != 0 || !strings.Contains(r.stdout, "took-10") || r.stderr != "" {
+		t.Errorf("attach of a command that stops reading: exit %d, stdout %q, stderr %q; want exit 0, quiet", r.code, r.stdout, r.stderr)
 	}
 }

@@ -77,7 +77,7 @@ func main() {
 	// Before anything else: no descriptor the daemon inherited reaches
 	// its commands.
 	inherited := procgroup.MarkInheritedFDs()
-	if misplacedCLIFlags(os.Args[1:], os.Stderr) {
+	if misplacedCLIFlags(os.Args[1:], os.Stderr) || suggestCLICommand(os.Args[1:], os.Stderr) {
 		os.Exit(exitUsage)
 	}
 	cfg, err := loadConfig(os.Args[1:], os.Getenv, os.Stdout)

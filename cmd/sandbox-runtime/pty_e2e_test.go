@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -109,6 +110,10 @@ func TestE2ETerminalThroughTmux(t *testing.T) {
 	keys("one", "C-]")
 	waitPane("one", "CLIENT-EXIT=0")
 	waitPane("one", "attach "+shell.CommandID)
+	// The note starts a line of its own, not after the remote prompt.
+	if screen := run("capture-pane", "-p", "-J", "-t", "one"); !regexp.MustCompile(`(?m)^sandbox-runtime exec: detached from`).MatchString(screen) {
+		t.Errorf("the detach note does not start a line:\n%s", screen)
+	}
 	if st := d.get(ctx, shell.CommandID, 0); st.State != wire.StateRunning {
 		t.Fatalf("after detach: %s; want running", st.State)
 	}
@@ -125,6 +130,23 @@ func TestE2ETerminalThroughTmux(t *testing.T) {
 	if st := d.waitFinished(ctx, shell.CommandID); st.State != wire.StateExited || st.ExitCode == nil || *st.ExitCode != 7 {
 		t.Errorf("shell: %+v; want exited 7", st)
 	}
+
+	// A window over 1000 columns (issue 20 item 5): the command runs at
+	// 1000 columns and the client says why; a later resize past the limit
+	// is clamped, not dropped (the rows still change).
+	start("wide", 1200, 40, "exec", "-t", "--url", d.url, "--", "sh", "-c", `"stty size; read x; stty size; read y"`)
+	waitPane("wide", "40 1000")
+	waitPane("wide", "this window is 1200x40")
+	d.doJSON(ctx, "GET", "/v1/commands?state=running", nil, 200, &list)
+	if len(list.Commands) != 1 {
+		t.Fatalf("running commands: %+v; want the wide one", list.Commands)
+	}
+	run("resize-window", "-t", "wide", "-x", "1300", "-y", "45")
+	waitSize(list.Commands[0].CommandID, 1000, 45)
+	keys("wide", "Enter")
+	waitPane("wide", "45 1000")
+	keys("wide", "Enter")
+	waitPane("wide", "CLIENT-EXIT=0")
 }
 
 // foregroundSleep reports whether a sleep of session sid is the foreground
