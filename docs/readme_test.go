@@ -131,6 +131,10 @@ func readmeExamples(t *testing.T) []example {
 // free whatever else this machine runs.
 func TestREADMEExamples(t *testing.T) {
 	examples := readmeExamples(t)
+	if os.Getenv("README_EXAMPLES") == "docker" {
+		runDockerExamples(t, examples)
+		return
+	}
 	if os.Getenv(readmeNetnsEnv) != "1" {
 		runInNetns(t)
 		return
@@ -157,7 +161,7 @@ func TestREADMEExamples(t *testing.T) {
 	}
 	var runLog syncBuffer
 	mk := exec.Command("make", "-s", "-C", repo, "run", "GO="+filepath.Join(shims, "go"))
-	mk.Env = append(cleanEnv(), "TMPDIR="+runTmp) // stderr is no terminal: the log is JSON
+	mk.Env = append(cleanEnv(), "PATH="+os.Getenv("PATH"), "TMPDIR="+runTmp) // stderr is no terminal: the log is JSON
 	mk.Stdout, mk.Stderr = &runLog, &runLog
 	mk.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := mk.Start(); err != nil {
@@ -212,6 +216,52 @@ func TestREADMEExamples(t *testing.T) {
 	}
 }
 
+// runDockerExamples runs the blocks marked <!-- example: docker --> in order,
+// from the repository's root (they name files of the clone), with the built
+// client first on PATH: .ci/docker.sh runs it (README_EXAMPLES=docker) once
+// it has built the images under the README's names. On 127.0.0.1:8888 of this
+// machine, which must be free. README_DOCKER_RUN_ARGS is added to every
+// `docker run` (the stage's private dockerd has no default bridge: it passes
+// --network of its own). The "docker build" blocks are not run here: the
+// stage builds the same images offline (the README's recipe).
+func runDockerExamples(t *testing.T, examples []example) {
+	docker, err := exec.LookPath("docker")
+	if err != nil {
+		t.Fatal("README_EXAMPLES=docker: docker is not installed")
+	}
+	repo, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmp := t.TempDir()
+	bin, err := daemontest.Build(context.Background(), daemontest.BuildOptions{Dir: filepath.Join(tmp, "bin"), Version: "readme-test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	shims := filepath.Join(tmp, "shims")
+	writeShims(t, shims, bin)
+	shim := "#!/bin/sh\nif [ \"$1\" = run ]; then shift; exec " + shq(docker) + " run $README_DOCKER_RUN_ARGS \"$@\"; fi\nexec " + shq(docker) + " \"$@\"\n"
+	if err := os.WriteFile(filepath.Join(shims, "docker"), []byte(shim), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ran := 0
+	for _, e := range examples {
+		if e.marker != "docker" {
+			continue
+		}
+		ran++
+		out, err := runBlock(repo, shims, e.text)
+		if err != nil {
+			t.Errorf("README.md:%d: the docker example failed (%v):\n%s--- its output:\n%s", e.line, err, e.text, out)
+		} else {
+			t.Logf("README.md:%d: ran:\n%s", e.line, out)
+		}
+	}
+	if ran == 0 {
+		t.Error("no <!-- example: docker --> block in the README")
+	}
+}
+
 // runInNetns runs this test again inside a new network namespace and
 // reports its result.
 func runInNetns(t *testing.T) {
@@ -233,7 +283,7 @@ func runInNetns(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 13*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "unshare", args...)
-	cmd.Env = append(cleanEnv(), readmeNetnsEnv+"=1")
+	cmd.Env = append(cleanEnv(), "PATH="+os.Getenv("PATH"), readmeNetnsEnv+"=1")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	out, err := cmd.CombinedOutput()
@@ -301,15 +351,24 @@ func shq(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'
 
 // runBlock runs one example in dir, bounded; it returns the combined output.
 func runBlock(dir, shims, text string) (string, error) {
-	script := filepath.Join(dir, ".example.sh")
-	if err := os.WriteFile(script, []byte("set -e -o pipefail\n"+text), 0o644); err != nil {
+	f, err := os.CreateTemp("", "readme-example-*.sh")
+	if err != nil {
+		return "", err
+	}
+	script := f.Name()
+	defer os.Remove(script)
+	_, err = f.WriteString("set -e -o pipefail\n" + text)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
 		return "", err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), blockTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "bash", script)
 	cmd.Dir = dir
-	cmd.Env = append(cleanEnv(), "PATH="+shims+":"+os.Getenv("PATH"), "HOME="+dir)
+	cmd.Env = append(cleanEnv(), "PATH="+shims+":"+os.Getenv("PATH"))
 	cmd.Stdin = nil // /dev/null
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
@@ -322,18 +381,18 @@ func runBlock(dir, shims, text string) (string, error) {
 	return string(out), err
 }
 
-// cleanEnv is this process's environment without SANDBOX_ variables, PATH,
-// HOME and TMPDIR (set by the callers), and the netns marker.
+// cleanEnv is this process's environment without SANDBOX_ variables, PATH
+// and TMPDIR (each caller sets its own, once), and the netns marker.
 func cleanEnv() []string {
 	var env []string
 	for _, kv := range os.Environ() {
 		k, _, _ := strings.Cut(kv, "=")
-		if strings.HasPrefix(k, "SANDBOX_") || k == "PATH" || k == "HOME" || k == "TMPDIR" || k == readmeNetnsEnv {
+		if strings.HasPrefix(k, "SANDBOX_") || k == "PATH" || k == "TMPDIR" || k == readmeNetnsEnv {
 			continue
 		}
 		env = append(env, kv)
 	}
-	return append(env, "PATH="+os.Getenv("PATH"), "HOME="+os.Getenv("HOME"))
+	return env
 }
 
 // waitHealthy polls GET /v1/health on make run's address until it answers
