@@ -849,7 +849,7 @@ if [[ $mode == bridge ]]; then
 	docker tag sandbox-runtime:ci sandbox-runtime
 	docker tag sandbox-runtime-python:ci sandbox-runtime-python
 	docker tag sandbox-runtime-codex:ci sandbox-runtime-codex
-	containers+=(sb codex)
+	containers+=(sb sb-python codex codex-stub)
 	README_EXAMPLES=docker README_DOCKER_RUN_ARGS="--network $network" \
 		go test -count=1 -v -run '^TestREADMEExamples$' ./docs/ >"$T/readme-docker.log" 2>&1 ||
 		{ tail -60 "$T/readme-docker.log"; fail "the README's docker examples (log above)"; }
