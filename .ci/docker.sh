@@ -570,7 +570,9 @@ expect_exited "$(sh_argv 'pip install -q --no-index /app/sr-ci-wheels/sr_ci_demo
 expect_graceful_stop sr-python '["sleep","300"]'
 
 # The pod of deploy/: a read-only root with a writable mount at each emptyDir
-# path of pod.yaml (tmpfs here, exec allowed like an emptyDir), as user 1000.
+# path of pod.yaml (tmpfs here, exec allowed like an emptyDir; owned by user 1000,
+# as an emptyDir with fsGroup 1000 is writable to it: docker ignores mode= on a
+# path the image has), as user 1000.
 # A command writes HOME, and pip install --user lands in ~/.local there.
 mapfile -t ro_mounts < <(awk '
 	/^ *- name: / { name = $3 }
@@ -579,7 +581,7 @@ mapfile -t ro_mounts < <(awk '
 	END { for (n in empty) if (n in path) print path[n] }' deploy/pod.yaml | sort)
 ((${#ro_mounts[@]} >= 2)) || fail "deploy/pod.yaml: read ${#ro_mounts[@]} emptyDir mount paths (${ro_mounts[*]})"
 ro_args=(--read-only)
-for m in "${ro_mounts[@]}"; do ro_args+=(--tmpfs "$m:rw,exec,nosuid,nodev,mode=1777"); done
+for m in "${ro_mounts[@]}"; do ro_args+=(--tmpfs "$m:rw,exec,nosuid,nodev,uid=1000,gid=1000"); done
 start sr-python-ro sandbox-runtime-python:ci "${ro_args[@]}"
 expect_exited "$(sh_argv 'touch /etc/sr-ci-probe 2>/dev/null && echo root writable || echo root read-only')" "root read-only"
 expect_exited "$(sh_argv 'cd && pwd && touch .sr-ci-probe && rm .sr-ci-probe && mkdir -p .cache/pip && echo HOME writable')" \
