@@ -161,7 +161,12 @@ func TestREADMEExamples(t *testing.T) {
 	}
 	var runLog syncBuffer
 	mk := exec.Command("make", "-s", "-C", repo, "run", "GO="+filepath.Join(shims, "go"))
-	mk.Env = append(cleanEnv(), "PATH="+os.Getenv("PATH"), "TMPDIR="+runTmp) // stderr is no terminal: the log is JSON
+	// HOME of its own: a shell of the examples (bash -i) writes its history there.
+	home := filepath.Join(tmp, "home")
+	if err := os.Mkdir(home, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	mk.Env = append(cleanEnv(), "PATH="+os.Getenv("PATH"), "TMPDIR="+runTmp, "HOME="+home) // stderr is no terminal: the log is JSON
 	mk.Stdout, mk.Stderr = &runLog, &runLog
 	mk.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := mk.Start(); err != nil {
@@ -204,7 +209,7 @@ func TestREADMEExamples(t *testing.T) {
 		if err := os.Mkdir(dir, 0o755); err != nil {
 			t.Fatal(err)
 		}
-		out, err := runBlock(dir, shims, e.text)
+		out, err := runBlock(dir, home, shims, e.text)
 		if err != nil {
 			t.Errorf("README.md:%d: the example failed (%v):\n%s--- its output:\n%s", e.line, err, e.text, out)
 		} else {
@@ -240,6 +245,10 @@ func runDockerExamples(t *testing.T, examples []example) {
 	}
 	shims := filepath.Join(tmp, "shims")
 	writeShims(t, shims, bin)
+	home := filepath.Join(tmp, "home") // the docker CLI's ~/.docker, nothing of the developer's
+	if err := os.Mkdir(home, 0o700); err != nil {
+		t.Fatal(err)
+	}
 	shim := "#!/bin/sh\nif [ \"$1\" = run ]; then shift; exec " + shq(docker) + " run $README_DOCKER_RUN_ARGS \"$@\"; fi\nexec " + shq(docker) + " \"$@\"\n"
 	if err := os.WriteFile(filepath.Join(shims, "docker"), []byte(shim), 0o755); err != nil {
 		t.Fatal(err)
@@ -250,7 +259,7 @@ func runDockerExamples(t *testing.T, examples []example) {
 			continue
 		}
 		ran++
-		out, err := runBlock(repo, shims, e.text)
+		out, err := runBlock(repo, home, shims, e.text)
 		if err != nil {
 			t.Errorf("README.md:%d: the docker example failed (%v):\n%s--- its output:\n%s", e.line, err, e.text, out)
 		} else {
@@ -283,7 +292,7 @@ func runInNetns(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 13*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "unshare", args...)
-	cmd.Env = append(cleanEnv(), "PATH="+os.Getenv("PATH"), readmeNetnsEnv+"=1")
+	cmd.Env = append(cleanEnv(), "PATH="+os.Getenv("PATH"), "HOME="+os.Getenv("HOME"), readmeNetnsEnv+"=1")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	out, err := cmd.CombinedOutput()
@@ -349,8 +358,9 @@ func writeShims(t *testing.T, dir, bin string) {
 
 func shq(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 
-// runBlock runs one example in dir, bounded; it returns the combined output.
-func runBlock(dir, shims, text string) (string, error) {
+// runBlock runs one example in dir with that HOME, bounded; it returns the
+// combined output.
+func runBlock(dir, home, shims, text string) (string, error) {
 	f, err := os.CreateTemp("", "readme-example-*.sh")
 	if err != nil {
 		return "", err
@@ -368,7 +378,7 @@ func runBlock(dir, shims, text string) (string, error) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "bash", script)
 	cmd.Dir = dir
-	cmd.Env = append(cleanEnv(), "PATH="+shims+":"+os.Getenv("PATH"))
+	cmd.Env = append(cleanEnv(), "PATH="+shims+":"+os.Getenv("PATH"), "HOME="+home)
 	cmd.Stdin = nil // /dev/null
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
@@ -381,13 +391,13 @@ func runBlock(dir, shims, text string) (string, error) {
 	return string(out), err
 }
 
-// cleanEnv is this process's environment without SANDBOX_ variables, PATH
-// and TMPDIR (each caller sets its own, once), and the netns marker.
+// cleanEnv is this process's environment without SANDBOX_ variables, PATH,
+// HOME and TMPDIR (each caller sets its own, once), and the netns marker.
 func cleanEnv() []string {
 	var env []string
 	for _, kv := range os.Environ() {
 		k, _, _ := strings.Cut(kv, "=")
-		if strings.HasPrefix(k, "SANDBOX_") || k == "PATH" || k == "TMPDIR" || k == readmeNetnsEnv {
+		if strings.HasPrefix(k, "SANDBOX_") || k == "PATH" || k == "HOME" || k == "TMPDIR" || k == readmeNetnsEnv {
 			continue
 		}
 		env = append(env, kv)
