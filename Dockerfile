@@ -61,7 +61,9 @@ WORKDIR /app
 FROM ${RUNTIME_BASE} AS runtime-base
 COPY --from=appdir --chown=65532:65532 /app /app
 WORKDIR /app
-ENV SANDBOX_BASE_DIR=/app
+# Every interface, for the pod network (the binary's own default is loopback).
+ENV SANDBOX_RUNTIME_ADDR=:8888 \
+    SANDBOX_BASE_DIR=/app
 USER 65532:65532
 EXPOSE 8888
 ENTRYPOINT ["/usr/local/bin/sandbox-runtime"]
@@ -112,7 +114,8 @@ RUN set -eu; \
     chown 1000:1000 /app; \
     python3 -c 'import pandas, sklearn'
 WORKDIR /app
-ENV SANDBOX_BASE_DIR=/app \
+ENV SANDBOX_RUNTIME_ADDR=:8888 \
+    SANDBOX_BASE_DIR=/app \
     HOME=/home/sandbox \
     USER=sandbox \
     PATH=/home/sandbox/.local/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
@@ -167,7 +170,8 @@ RUN set -eu; \
         'approval_policy = "never"' \
         >/etc/codex/config.toml
 WORKDIR /app
-ENV SANDBOX_BASE_DIR=/app \
+ENV SANDBOX_RUNTIME_ADDR=:8888 \
+    SANDBOX_BASE_DIR=/app \
     SANDBOX_EXEC_TIMEOUT_SECONDS=3600 \
     HOME=/home/sandbox \
     USER=sandbox

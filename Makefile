@@ -1,7 +1,7 @@
 # sandbox-runtime. `make test` is exactly what CI (.ci/run) calls.
 #
 #   make build                      bin/sandbox-runtime, version from git describe
-#   make run ARGS='--addr :9999'    go run the daemon (:8888; base dir /app, or . without /app)
+#   make run ARGS='--max-running 4' go run the daemon on 127.0.0.1:8888, base dir a fresh temp dir
 #   make test                       go test -race ./...  (unit + end-to-end), each binary under internal/testexec
 #   make bench BENCH_ARGS=...       Go benchmarks (BENCH_PKGS, BENCH_ARGS: see below)
 #   make lint                       gofmt check + go vet
@@ -13,7 +13,12 @@ BIN     ?= bin/sandbox-runtime
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 
-# Extra arguments for the daemon under `make run`.
+# `make run`: the daemon on loopback (RUN_ADDR) with a fresh temporary base dir
+# (RUN_BASE_DIR to choose one), never the source tree: it runs whatever it is
+# sent, and without a token anyone who reaches the address may send it.
+# ARGS: extra daemon arguments (e.g. ARGS='--token-file FILE').
+RUN_ADDR     ?= 127.0.0.1:8888
+RUN_BASE_DIR ?=
 ARGS ?=
 # Extra `go test` flags for `make test` (e.g. TEST_FLAGS='-v -count=1').
 # The timeout bounds a hung package well inside CI's budget.
@@ -36,7 +41,10 @@ build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/sandbox-runtime
 
 run:
-	$(GO) run -ldflags '$(LDFLAGS)' ./cmd/sandbox-runtime $(ARGS)
+	@base='$(RUN_BASE_DIR)'; \
+	if [ -z "$$base" ]; then base=$$(mktemp -d "$${TMPDIR:-/tmp}/sandbox-runtime-run.XXXXXX") || exit 1; fi; \
+	echo "make run: listening on $(RUN_ADDR), base dir $$base"; \
+	exec $(GO) run -ldflags '$(LDFLAGS)' ./cmd/sandbox-runtime --addr '$(RUN_ADDR)' --base-dir "$$base" $(ARGS)
 
 # Every test binary runs under internal/testexec (go test -exec): in a PID
 # namespace of its own where Linux allows it, so that no process a test

@@ -301,17 +301,18 @@ free_port() {
 	return 1
 }
 
-# start NAME IMAGE: run the image detached, publish its port on 127.0.0.1:$port
-# and wait until GET /v1/health answers {"status":"ok"}.
+# start NAME IMAGE [DOCKER_RUN_ARGS...]: run the image detached, publish its
+# port on 127.0.0.1:$port and wait until GET /v1/health answers {"status":"ok"}.
 start() {
 	local name=$1 image=$2 try out i
+	local extra=("${@:3}")
 	for ((try = 0; try < 3; try++)); do
 		port=$(free_port) || fail "no free port"
 		containers+=("$name")
 		if [[ $mode == bridge ]]; then
-			out=$(docker run -d --name "$name" --network "$network" -p "127.0.0.1:$port:8888" "$image" 2>&1)
+			out=$(docker run -d --name "$name" "${extra[@]}" --network "$network" -p "127.0.0.1:$port:8888" "$image" 2>&1)
 		else
-			out=$(docker run -d --name "$name" --network host -e "SANDBOX_RUNTIME_ADDR=127.0.0.1:$port" "$image" 2>&1)
+			out=$(docker run -d --name "$name" "${extra[@]}" --network host -e "SANDBOX_RUNTIME_ADDR=127.0.0.1:$port" "$image" 2>&1)
 		fi && break
 		docker rm -f "$name" >/dev/null 2>&1
 		[[ $out == *"address already in use"* ]] || fail "docker run $image: $out"
@@ -567,6 +568,30 @@ expect_exited "$(sh_argv 'pip install -q --no-index /app/sr-ci-wheels/sr_ci_demo
 	"/home/sandbox/.local/lib/python3.11/site-packages/sr_ci_demo.py"
 
 expect_graceful_stop sr-python '["sleep","300"]'
+
+# The pod of deploy/: a read-only root with a writable mount at each emptyDir
+# path of pod.yaml (tmpfs here, exec allowed like an emptyDir; owned by user 1000,
+# as an emptyDir with fsGroup 1000 is writable to it: docker ignores mode= on a
+# path the image has), as user 1000.
+# A command writes HOME, and pip install --user lands in ~/.local there.
+mapfile -t ro_mounts < <(awk '
+	/^ *- name: / { name = $3 }
+	/^ *mountPath: / { path[name] = $2 }
+	/^ *emptyDir:/ { empty[name] = 1 }
+	END { for (n in empty) if (n in path) print path[n] }' deploy/pod.yaml | sort)
+((${#ro_mounts[@]} >= 2)) || fail "deploy/pod.yaml: read ${#ro_mounts[@]} emptyDir mount paths (${ro_mounts[*]})"
+ro_args=(--read-only)
+for m in "${ro_mounts[@]}"; do ro_args+=(--tmpfs "$m:rw,exec,nosuid,nodev,uid=1000,gid=1000"); done
+start sr-python-ro sandbox-runtime-python:ci "${ro_args[@]}"
+expect_exited "$(sh_argv 'touch /etc/sr-ci-probe 2>/dev/null && echo root writable || echo root read-only')" "root read-only"
+expect_exited "$(sh_argv 'cd && pwd && touch .sr-ci-probe && rm .sr-ci-probe && mkdir -p .cache/pip && echo HOME writable')" \
+	$'/home/sandbox\nHOME writable'
+put_file sr-ci-pkg/pyproject.toml $'[build-system]\nrequires = ["setuptools"]\nbuild-backend = "setuptools.build_meta"\n\n[project]\nname = "sr-ci-demo"\nversion = "1.0"\n\n[tool.setuptools]\npy-modules = ["sr_ci_demo"]\n'
+put_file sr-ci-pkg/sr_ci_demo.py $'ANSWER = 42\n'
+expect_exited "$(sh_argv 'pip wheel -q --no-index --no-build-isolation -w /app/sr-ci-wheels /app/sr-ci-pkg && pip install -q --user --no-index /app/sr-ci-wheels/sr_ci_demo-1.0-py3-none-any.whl && cd / && python3 -c "import sr_ci_demo; print(sr_ci_demo.__file__)"')" \
+	"/home/sandbox/.local/lib/python3.11/site-packages/sr_ci_demo.py"
+say "  read-only root with tmpfs at ${ro_mounts[*]} (deploy/pod.yaml's emptyDirs): HOME writable, pip install --user works"
+docker rm -f sr-python-ro >/dev/null
 timing "checks python-prebuilt" $((SECONDS - s))
 
 # ---- 6. codex-prebuilt: the binary and the Codex CLI ---------------------------
@@ -776,6 +801,30 @@ timing "codex exec on a PTY" $(((took_pty + 500) / 1000))
 say "  codex exec --json on a 120x40 PTY: exit 0 in ${took_pty} ms, $pty_events output events, $pty_bytes bytes on stream pty" \
 	"($pty_jsonl of its lines JSON events), \\r\\n line ends, final message on the terminal, /app/proof-pty.txt $(q "$pty_file") via /v1/files"
 
+# An unreachable model: Codex does not give up by itself (it reports
+# "Reconnecting... waiting for network" as error events and keeps trying;
+# request_max_retries and stream_max_retries do not end that wait), so the
+# command's timeout is what bounds it (README, "The Codex image"). A model
+# provider on a port where nothing listens (connections refused), timeout 15 s.
+started=${EPOCHREALTIME/[.,]/}
+call POST /v1/commands "$(jq -cn '{timeout: 15, argv: ["codex", "exec", "--json", "--skip-git-repo-check",
+	"-c", "model_provider=\"down\"",
+	"-c", "model_providers.down={name=\"down\",base_url=\"http://127.0.0.1:9/v1\",wire_api=\"responses\"}",
+	"-m", "down-model", "hello"]}')"
+expect_code 201 "POST /v1/commands (codex exec, model refusing connections)"
+down_id=$(jq -r .command_id <<<"$body")
+for ((i = 0; i < 3; i++)); do
+	call GET "/v1/commands/$down_id?wait=20"
+	[[ $(jq -r .state <<<"$body") != running ]] && break
+done
+took_down=$(((${EPOCHREALTIME/[.,]/} - started) / 1000))
+[[ $(jq -r .state <<<"$body") == timed_out ]] ||
+	fail "codex exec against a refusing model: state $(jq -r .state <<<"$body") after ${took_down} ms, want timed_out at the 15 s timeout: $body; stdout: $(stdout_of "$down_id" | head -c 2000 | jq -Rsc .)"
+((took_down < 30000)) || fail "codex exec against a refusing model ended after ${took_down} ms, want the 15 s timeout plus the grace"
+stdout_of "$down_id" | grep -q 'Reconnecting' ||
+	fail "codex exec against a refusing model: no Reconnecting event on stdout: $(stdout_of "$down_id" | head -c 2000 | jq -Rsc .)"
+say "  codex exec against a model refusing connections: still retrying at the timeout, timed_out after ${took_down} ms (timeout 15 s)"
+
 # 4. docker stop while codex exec waits on a model that does not answer: the
 # daemon ends it, the stub and a sleep, all "terminated", and exits 0.
 call POST /v1/commands "$(jq -c '{argv: ., timeout: 600}' <<<"$(codex_argv "STUB-HANG")")"
@@ -790,6 +839,27 @@ jq -rj 'select(.type == "output" and .stream == "stderr") | .data' <<<"$body" | 
 	fail "codex exec STUB-HANG did not reach the model stub within 20 s"
 expect_graceful_stop sr-codex '["sleep","300"]' "$hang_id" "$stub_id"
 timing "checks codex-prebuilt" $((SECONDS - s))
+
+# ---- 7. the README's docker examples, as written ------------------------------
+# Every ```sh block of README.md marked <!-- example: docker --> runs, in order,
+# against the images under the README's names (docs/readme_test.go,
+# README_EXAMPLES=docker; the "docker build" blocks are what this stage does
+# offline). They publish 127.0.0.1:8888. This dockerd has no default bridge:
+# docker run gets --network of ours.
+if [[ $mode == bridge ]]; then
+	s=$SECONDS
+	docker tag sandbox-runtime:ci sandbox-runtime
+	docker tag sandbox-runtime-python:ci sandbox-runtime-python
+	docker tag sandbox-runtime-codex:ci sandbox-runtime-codex
+	containers+=(sb sb-python codex codex-stub)
+	README_EXAMPLES=docker README_DOCKER_RUN_ARGS="--network $network" \
+		go test -count=1 -v -run '^TestREADMEExamples$' ./docs/ >"$T/readme-docker.log" 2>&1 ||
+		{ tail -60 "$T/readme-docker.log"; fail "the README's docker examples (log above)"; }
+	say "the README's docker examples: $(grep -c ': ran:' "$T/readme-docker.log") blocks ran as written"
+	timing "README docker examples" $((SECONDS - s))
+else
+	fail "the README's docker examples need a bridge network (DOCKER_CI_NETWORK=$mode): they publish 127.0.0.1:8888"
+fi
 
 say "image sizes: $(for i in sandbox-runtime:ci sandbox-runtime-python:ci sandbox-runtime-codex:ci; do
 	printf '%s %s MB; ' "$i" $(($(docker image inspect -f '{{.Size}}' "$i") / 1000000))

@@ -56,6 +56,7 @@ type (
 		VolumeMounts []struct {
 			Name      string `yaml:"name"`
 			MountPath string `yaml:"mountPath"`
+			ReadOnly  bool   `yaml:"readOnly"`
 		} `yaml:"volumeMounts"`
 	}
 	podSpec struct {
@@ -244,10 +245,20 @@ func TestManifests(t *testing.T) {
 		vols[v.Name] = i
 	}
 	if c.SecurityContext.ReadOnlyRootFilesystem {
-		for _, dir := range []string{setting("SANDBOX_BASE_DIR"), "/tmp"} {
-			i, ok := vols[mounts[dir]]
-			if !ok || spec.Volumes[i].EmptyDir == nil {
-				t.Errorf("the root filesystem is read-only but %s is no emptyDir mount", dir)
+		// Every directory a command is expected to write lies on an
+		// emptyDir: the base dir, /tmp, and HOME (pip install --user,
+		// ~/.cache, ~/.codex), as the manifest or else the image sets it.
+		img := imageEnv(t, c.Image)
+		home := env["HOME"]
+		if home == "" {
+			home = img["HOME"]
+		}
+		if home == "" {
+			t.Errorf("neither the manifest nor the image %s sets HOME", c.Image)
+		}
+		for _, dir := range []string{setting("SANDBOX_BASE_DIR"), "/tmp", home} {
+			if !onEmptyDir(dir, c, spec) {
+				t.Errorf("the root filesystem is read-only but %s is on no emptyDir mount (commands cannot write it)", dir)
 			}
 		}
 	}
@@ -280,6 +291,80 @@ func TestManifests(t *testing.T) {
 	// temporary directory, the port to a free one) starts, answers both
 	// probes without a token, and refuses the rest without one.
 	runWithManifestEnv(t, bin, c.Env, c.ReadinessProbe.HTTPGet.Path, c.LivenessProbe.HTTPGet.Path)
+}
+
+// onEmptyDir reports whether dir is at or below the mount path of an
+// emptyDir volume that is mounted writable in c.
+func onEmptyDir(dir string, c container, spec podSpec) bool {
+	for _, m := range c.VolumeMounts {
+		rel, err := filepath.Rel(m.MountPath, dir)
+		if err != nil || rel == ".." || strings.HasPrefix(rel, "../") || m.ReadOnly {
+			continue
+		}
+		for _, v := range spec.Volumes {
+			if v.Name == m.Name && v.EmptyDir != nil {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// imageEnv returns the ENV of the Dockerfile target the manifest's image is
+// built from ("sandbox-runtime-python:latest": target python), following its
+// stages back to the first; later stages win.
+func imageEnv(t *testing.T, image string) map[string]string {
+	t.Helper()
+	name, _, _ := strings.Cut(image, ":")
+	target := strings.TrimPrefix(name, "sandbox-runtime-")
+	b, err := os.ReadFile("../Dockerfile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	type stage struct {
+		parent string
+		env    [][2]string
+	}
+	stages := map[string]*stage{}
+	var cur *stage
+	fromRE := regexp.MustCompile(`^FROM\s+(\S+)\s+AS\s+(\S+)`)
+	var cont string // an instruction continued with a backslash
+	for _, line := range strings.Split(string(b), "\n") {
+		if cont != "" || strings.HasPrefix(line, "ENV ") {
+			cont += " " + strings.TrimSpace(line)
+			if strings.HasSuffix(cont, "\\") {
+				cont = strings.TrimSuffix(cont, "\\")
+				continue
+			}
+			if cur != nil {
+				for _, kv := range strings.Fields(strings.TrimPrefix(strings.TrimSpace(cont), "ENV ")) {
+					if k, v, ok := strings.Cut(kv, "="); ok {
+						cur.env = append(cur.env, [2]string{k, v})
+					}
+				}
+			}
+			cont = ""
+			continue
+		}
+		if m := fromRE.FindStringSubmatch(line); m != nil {
+			cur = &stage{parent: m[1]}
+			stages[m[2]] = cur
+		}
+	}
+	var chain []*stage
+	for n := target; stages[n] != nil && len(chain) < 20; n = stages[n].parent {
+		chain = append([]*stage{stages[n]}, chain...)
+	}
+	if len(chain) == 0 {
+		t.Fatalf("image %s: no stage %q in the Dockerfile", image, target)
+	}
+	env := map[string]string{}
+	for _, st := range chain {
+		for _, kv := range st.env {
+			env[kv[0]] = kv[1]
+		}
+	}
+	return env
 }
 
 func runWithManifestEnv(t *testing.T, bin string, manifestEnv []envVar, readiness, liveness string) {

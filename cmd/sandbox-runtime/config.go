@@ -104,7 +104,7 @@ func stringSetting(p *string) func(string) error {
 // setting that is not free text must have one.
 func (c *config) settings() []setting {
 	return []setting{
-		{"addr", "SANDBOX_RUNTIME_ADDR", ":8888", "listen `address` (host:port; port 0 picks a free port, and the bound address is logged)", stringSetting(&c.Addr)},
+		{"addr", "SANDBOX_RUNTIME_ADDR", "127.0.0.1:8888", "listen `address` (host:port; port 0 picks a free port, and the bound address is logged; the images set :8888); beyond loopback without a token file a warning is logged", stringSetting(&c.Addr)},
 		{"base-dir", "SANDBOX_BASE_DIR", "", "base `directory`: default cwd of commands, root of /v1/files and of the legacy file routes", stringSetting(&c.BaseDir)},
 		{"token-file", "SANDBOX_RUNTIME_TOKEN_FILE", "", "`file` holding the bearer token required on every route but GET / and GET /v1/health; a regular file of at most 4096 bytes, non-blank at start, re-read every 2 s (a failed re-read keeps the last good token)", stringSetting(&c.TokenFile)},
 		{"max-running", "SANDBOX_MAX_RUNNING", "16", "`count` of managed commands running at once (at most --max-retained)", intSetting(&c.MaxRunning, 1)},

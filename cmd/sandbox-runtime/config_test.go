@@ -31,7 +31,7 @@ func TestLoadConfigDefaults(t *testing.T) {
 	}
 	// The defaults of protocol.md §2 and §6.
 	want := config{
-		Addr:              ":8888",
+		Addr:              "127.0.0.1:8888", // loopback: the images set :8888 (issue 20, item 18)
 		BaseDir:           base,
 		MaxRunning:        16,
 		MaxRetained:       64,

@@ -9,7 +9,7 @@
 //
 // Configuration (flag, then environment variable, then default):
 //
-//	--addr                        SANDBOX_RUNTIME_ADDR                ":8888"
+//	--addr                        SANDBOX_RUNTIME_ADDR                127.0.0.1:8888 (the images set :8888)
 //	--base-dir                    SANDBOX_BASE_DIR                    /app, or the current directory without /app
 //	--token-file                  SANDBOX_RUNTIME_TOKEN_FILE          none (no auth)
 //	--max-running                 SANDBOX_MAX_RUNNING                 16
@@ -229,6 +229,7 @@ func run(ctx context.Context, stopSignals func(), cfg *config, log *zap.Logger, 
 		zap.String("base_dir", cfg.BaseDir),
 		zap.Int("pid", os.Getpid()),
 		zap.Bool("auth", cfg.TokenFile != ""))
+	warnIfExposed(log, ln.Addr(), cfg.TokenFile)
 	if ready != nil {
 		ready <- ln.Addr()
 	}
@@ -269,6 +270,20 @@ func run(ctx context.Context, stopSignals func(), cfg *config, log *zap.Logger, 
 	// kernel) is logged; the shutdown itself still succeeded: exit 0.
 	log.Info("stopped", zap.Duration("took", time.Since(start)), zap.NamedError("commands", merr), zap.NamedError("http", herr))
 	return nil
+}
+
+// warnIfExposed logs a warning when the daemon listens beyond loopback
+// without a token: anyone who can reach the address can then run commands
+// and write files in the base dir as the daemon's user (issue 20, item 18).
+// In a pod that is the pod network, where a token belongs; on a shared
+// machine it is every user and every host on its networks.
+func warnIfExposed(log *zap.Logger, addr net.Addr, tokenFile string) {
+	tcp, ok := addr.(*net.TCPAddr)
+	if !ok || tokenFile != "" || tcp.IP.IsLoopback() {
+		return
+	}
+	log.Warn("listening beyond loopback without a token: anyone who can reach this address can run commands and write files as this user; set SANDBOX_RUNTIME_TOKEN_FILE, or listen on 127.0.0.1",
+		zap.String("addr", tcp.String()))
 }
 
 // isolate keeps commands from starving the daemon of processes (issue 10):
