@@ -804,7 +804,7 @@ say "  codex exec --json on a 120x40 PTY: exit 0 in ${took_pty} ms, $pty_events 
 # An unreachable model: Codex does not give up by itself (it reports
 # "Reconnecting... waiting for network" as error events and keeps trying;
 # request_max_retries and stream_max_retries do not end that wait), so the
-# command's timeout is what bounds it (README, "The Codex image"). A model
+# command's timeout is what bounds it (docs/images.md, "The Codex image"). A model
 # provider on a port where nothing listens (connections refused), timeout 15 s.
 started=${EPOCHREALTIME/[.,]/}
 call POST /v1/commands "$(jq -cn '{timeout: 15, argv: ["codex", "exec", "--json", "--skip-git-repo-check",
@@ -840,9 +840,9 @@ jq -rj 'select(.type == "output" and .stream == "stderr") | .data' <<<"$body" | 
 expect_graceful_stop sr-codex '["sleep","300"]' "$hang_id" "$stub_id"
 timing "checks codex-prebuilt" $((SECONDS - s))
 
-# ---- 7. the README's docker examples, as written ------------------------------
-# Every ```sh block of README.md marked <!-- example: docker --> runs, in order,
-# against the images under the README's names (docs/readme_test.go,
+# ---- 7. the documents' docker examples, as written ---------------------------
+# Every ```sh block of README.md and docs/*.md marked <!-- example: docker -->
+# runs, in order, against the images under their names (docs/readme_test.go,
 # README_EXAMPLES=docker; the "docker build" blocks are what this stage does
 # offline). They publish 127.0.0.1:8888. This dockerd has no default bridge:
 # docker run gets --network of ours.
