@@ -854,11 +854,11 @@ if [[ $mode == bridge ]]; then
 	containers+=(sb sb-python codex codex-stub)
 	README_EXAMPLES=docker README_DOCKER_RUN_ARGS="--network $network" \
 		go test -count=1 -v -run '^TestREADMEExamples$' ./docs/ >"$T/readme-docker.log" 2>&1 ||
-		{ tail -60 "$T/readme-docker.log"; fail "the README's docker examples (log above)"; }
-	say "the README's docker examples: $(grep -c ': ran:' "$T/readme-docker.log") blocks ran as written"
+		{ tail -60 "$T/readme-docker.log"; fail "the documents' docker examples (log above)"; }
+	say "the docker examples of README.md and docs/: $(grep -c ': ran:' "$T/readme-docker.log") blocks ran as written"
 	timing "README docker examples" $((SECONDS - s))
 else
-	fail "the README's docker examples need a bridge network (DOCKER_CI_NETWORK=$mode): they publish 127.0.0.1:8888"
+	fail "the documents' docker examples need a bridge network (DOCKER_CI_NETWORK=$mode): they publish 127.0.0.1:8888"
 fi
 
 say "image sizes: $(for i in sandbox-runtime:ci sandbox-runtime-python:ci sandbox-runtime-codex:ci; do
