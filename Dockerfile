@@ -162,7 +162,7 @@ RUN set -eu; \
     chown 1000:1000 /app; \
     ln -s /opt/codex/node_modules/@openai/codex/bin/codex.js /usr/local/bin/codex; \
     printf '%s\n' \
-        '# sandbox-runtime: the pod is the sandbox (see the README, "Container image").' \
+        '# sandbox-runtime: the pod is the sandbox (see docs/images.md, "The Codex image").' \
         '# Codex'"'"'s own sandbox (bubblewrap/Landlock) fails in hardened pods, so it is' \
         '# off; there is no one to approve a command, so Codex never asks.' \
         '# Override per user in ~/.codex/config.toml or per run with -c key=value.' \

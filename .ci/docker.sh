@@ -804,7 +804,7 @@ say "  codex exec --json on a 120x40 PTY: exit 0 in ${took_pty} ms, $pty_events 
 # An unreachable model: Codex does not give up by itself (it reports
 # "Reconnecting... waiting for network" as error events and keeps trying;
 # request_max_retries and stream_max_retries do not end that wait), so the
-# command's timeout is what bounds it (README, "The Codex image"). A model
+# command's timeout is what bounds it (docs/images.md, "The Codex image"). A model
 # provider on a port where nothing listens (connections refused), timeout 15 s.
 started=${EPOCHREALTIME/[.,]/}
 call POST /v1/commands "$(jq -cn '{timeout: 15, argv: ["codex", "exec", "--json", "--skip-git-repo-check",
@@ -840,9 +840,9 @@ jq -rj 'select(.type == "output" and .stream == "stderr") | .data' <<<"$body" | 
 expect_graceful_stop sr-codex '["sleep","300"]' "$hang_id" "$stub_id"
 timing "checks codex-prebuilt" $((SECONDS - s))
 
-# ---- 7. the README's docker examples, as written ------------------------------
-# Every ```sh block of README.md marked <!-- example: docker --> runs, in order,
-# against the images under the README's names (docs/readme_test.go,
+# ---- 7. the documents' docker examples, as written ---------------------------
+# Every ```sh block of README.md and docs/*.md marked <!-- example: docker -->
+# runs, in order, against the images under their names (docs/readme_test.go,
 # README_EXAMPLES=docker; the "docker build" blocks are what this stage does
 # offline). They publish 127.0.0.1:8888. This dockerd has no default bridge:
 # docker run gets --network of ours.
@@ -854,11 +854,11 @@ if [[ $mode == bridge ]]; then
 	containers+=(sb sb-python codex codex-stub)
 	README_EXAMPLES=docker README_DOCKER_RUN_ARGS="--network $network" \
 		go test -count=1 -v -run '^TestREADMEExamples$' ./docs/ >"$T/readme-docker.log" 2>&1 ||
-		{ tail -60 "$T/readme-docker.log"; fail "the README's docker examples (log above)"; }
-	say "the README's docker examples: $(grep -c ': ran:' "$T/readme-docker.log") blocks ran as written"
+		{ tail -60 "$T/readme-docker.log"; fail "the documents' docker examples (log above)"; }
+	say "the docker examples of README.md and docs/: $(grep -c ': ran:' "$T/readme-docker.log") blocks ran as written"
 	timing "README docker examples" $((SECONDS - s))
 else
-	fail "the README's docker examples need a bridge network (DOCKER_CI_NETWORK=$mode): they publish 127.0.0.1:8888"
+	fail "the documents' docker examples need a bridge network (DOCKER_CI_NETWORK=$mode): they publish 127.0.0.1:8888"
 fi
 
 say "image sizes: $(for i in sandbox-runtime:ci sandbox-runtime-python:ci sandbox-runtime-codex:ci; do

@@ -140,7 +140,7 @@ func forkStorm(t *testing.T, d *daemon, limit string) {
 		t.Errorf("refusal %s does not name the limit (%s)", refusal, limit)
 	}
 	figure(t, "fork storm: create while full answers 503: %s", refusal)
-	// README's alert on running out: every 503 resource_exhausted is a
+	// docs/operations.md's alert on running out: every 503 resource_exhausted is a
 	// failed start of class resources.
 	if n := d.mustMetrics()[`sandbox_runtime_spawn_failures_total{class="resources"}`]; n < 1 {
 		t.Errorf("spawn_failures_total{class=\"resources\"} is %v after a 503 resource_exhausted; want >= 1", n)
