@@ -379,11 +379,12 @@ func (m *Manager) killContext() (ctx context.Context, stop func()) {
 	return ctx, func() { close(done); cancel() }
 }
 
-// spawnError classifies a failed start: a fork refused for lack of processes
-// or memory is ErrResourceExhausted (naming the limits), anything else
+// spawnError classifies a failed start by its spawn class (start.go, the
+// one errno table): a start the sandbox ran out of processes, memory or
+// descriptors for is ErrResourceExhausted (naming the limits), anything else
 // ErrSpawnFailed.
 func spawnError(err error) error {
-	if errors.Is(err, procgroup.ErrResourceExhausted) {
+	if SpawnClassOf(err) == SpawnResources {
 		return errorf(ErrResourceExhausted, "cannot start a process: %v", err).(*classified).wrap(err)
 	}
 	return errorf(ErrSpawnFailed, "%v", err).(*classified).wrap(err)
