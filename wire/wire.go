@@ -4,9 +4,11 @@
 // the Go client, the tests and the bench share; it has no behaviour beyond
 // encoding and decoding, and imports nothing but the standard library.
 //
-// The field names and shapes are those the daemon sends today; a test in
-// this package decodes real daemon responses with DisallowUnknownFields, so
-// a field added to the server and not here fails it.
+// The field names and shapes are those the daemon sends today:
+// TestWireTypesMatchDaemon (client/wire_compat_test.go, beside the client
+// that starts the real daemon) decodes its answers with
+// DisallowUnknownFields and encodes them again, so a field added to the
+// server and not here, or one added here and not there, fails it.
 //
 // Optional request fields carry omitempty, so a client never sends a field
 // it did not set (the server rejects unknown fields, and an older server

@@ -175,7 +175,7 @@ func newLogger(level, format string, w io.Writer) (*zap.Logger, error) {
 // default action), so it ends the process at once.
 func run(ctx context.Context, stopSignals func(), cfg *config, log *zap.Logger, ready chan<- net.Addr) error {
 	started := time.Now()
-	reaper, err := procgroup.NewReaper(log.Named("reaper"))
+	reaper, err := procgroup.NewReaper(log) // it names its logger "reaper", as runtime and api name theirs
 	if err != nil {
 		return &startError{fmt.Errorf("starting the reaper: %w", err)}
 	}
