@@ -272,7 +272,7 @@ func decodeStdin(b stdinBody) ([]byte, error) {
 	switch b.Encoding {
 	case "", "utf-8", "text":
 		return []byte(b.Data), nil
-	case "base64":
+	case wire.EncodingBase64:
 		data, err := base64.StdEncoding.DecodeString(b.Data)
 		if err != nil {
 			return nil, badRequest("data is not valid base64: " + err.Error())
