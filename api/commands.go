@@ -34,8 +34,18 @@ type (
 	infoLimits    = wire.Limits
 )
 
-// features are the capabilities clients may detect in /v1/info.
-var features = []string{"commands", "stream", "stdin", "signals", "websocket", "files", "legacy", "metrics", "idempotent_create", "pty"}
+// featureList is what /v1/info announces that clients may detect: the
+// features of the server's own routes, "metrics" when /metrics is served
+// and the features of the routes mounted beside them (Options.Features).
+func (s *Server) featureList() []string {
+	out := []string{wire.FeatureCommands, wire.FeatureStream, wire.FeatureStdin, wire.FeatureSignals,
+		wire.FeatureWebSocket, wire.FeatureFiles}
+	out = append(out, s.opts.Features...)
+	if s.metrics != nil {
+		out = append(out, wire.FeatureMetrics)
+	}
+	return append(out, wire.FeatureIdempotentCreate, wire.FeaturePTY)
+}
 
 func (s *Server) info(w http.ResponseWriter, r *http.Request) {
 	c := s.m.Config()
@@ -56,7 +66,7 @@ func (s *Server) info(w http.ResponseWriter, r *http.Request) {
 			StdinLimitBytes:       c.StdinLimit,
 			RequestBodyLimitBytes: maxJSONBody,
 		},
-		Features: features,
+		Features: s.features,
 
 		Isolation: s.isolation(),
 	})

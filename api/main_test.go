@@ -67,7 +67,7 @@ func newTestServer(t testing.TB, mutate func(*runtime.Config, *Options)) *testSe
 	// The legacy routes, mounted as main does: the spec and middleware
 	// tests cover the whole server.
 	lh := legacy.New(m, legacy.Options{BaseDir: opts.BaseDir, HeartbeatInterval: opts.HeartbeatInterval, Logger: opts.Logger})
-	opts.Routes, opts.Refuse = lh.Routes(), legacy.Refuse
+	opts.Routes, opts.Features, opts.Refuse = lh.Routes(), []string{legacy.Feature}, legacy.Refuse
 	s := New(m, opts)
 	hs := httptest.NewUnstartedServer(s.Handler())
 	hs.Config.ConnContext = ConnContext // as main does

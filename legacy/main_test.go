@@ -65,7 +65,7 @@ func newTestServer(t testing.TB, mutate func(*runtime.Config, *api.Options)) *te
 	}
 	opts.Metrics = met
 	lh := New(m, Options{BaseDir: opts.BaseDir, HeartbeatInterval: opts.HeartbeatInterval, Logger: opts.Logger})
-	opts.Routes, opts.Refuse = lh.Routes(), Refuse
+	opts.Routes, opts.Features, opts.Refuse = lh.Routes(), []string{Feature}, Refuse
 	s := api.New(m, opts)
 	hs := httptest.NewUnstartedServer(s.Handler())
 	hs.Config.ConnContext = api.ConnContext // as main does

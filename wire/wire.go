@@ -70,14 +70,16 @@ const EncodingBase64 = "base64"
 
 // Feature names of Info.Features.
 const (
-	FeatureCommands  = "commands"
-	FeatureStream    = "stream"
-	FeatureStdin     = "stdin"
-	FeatureSignals   = "signals"
-	FeatureWebSocket = "websocket"
-	FeatureFiles     = "files"
-	FeatureLegacy    = "legacy"
-	FeaturePTY       = "pty"
+	FeatureCommands         = "commands"
+	FeatureStream           = "stream"
+	FeatureStdin            = "stdin"
+	FeatureSignals          = "signals"
+	FeatureWebSocket        = "websocket"
+	FeatureFiles            = "files"
+	FeatureLegacy           = "legacy"  // only when the legacy API is mounted
+	FeatureMetrics          = "metrics" // only when GET /metrics is served
+	FeatureIdempotentCreate = "idempotent_create"
+	FeaturePTY              = "pty"
 )
 
 // CreateRequest is the body of POST /v1/commands. Exactly one of Argv and

@@ -204,8 +204,9 @@ func run(ctx context.Context, stopSignals func(), cfg *config, log *zap.Logger, 
 		Isolation:       iso,
 		ReservedThreads: procgroup.DefaultReservedThreads,
 
-		Routes: lh.Routes(),
-		Refuse: legacy.Refuse,
+		Routes:   lh.Routes(),
+		Features: []string{legacy.Feature},
+		Refuse:   legacy.Refuse,
 	})
 	ln := cfg.listener
 	if ln == nil {
