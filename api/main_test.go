@@ -59,10 +59,13 @@ func newTestServer(t testing.TB, mutate func(*runtime.Config, *Options)) *testSe
 	if mutate != nil {
 		mutate(&cfg, &opts)
 	}
-	m, met, err := metrics.NewManager(cfg, testReaper, opts.Version)
+	met := metrics.New(opts.Version)
+	cfg.Observer = met
+	m, err := runtime.New(cfg, testReaper)
 	if err != nil {
 		t.Fatal(err)
 	}
+	met.Watch(m)
 	opts.Metrics = met
 	// The legacy routes, mounted as main does: the spec and middleware
 	// tests cover the whole server.

@@ -59,10 +59,13 @@ func newTestServer(t testing.TB, mutate func(*runtime.Config, *api.Options)) *te
 	if mutate != nil {
 		mutate(&cfg, &opts)
 	}
-	m, met, err := metrics.NewManager(cfg, testReaper, opts.Version)
+	met := metrics.New(opts.Version)
+	cfg.Observer = met
+	m, err := runtime.New(cfg, testReaper)
 	if err != nil {
 		t.Fatal(err)
 	}
+	met.Watch(m)
 	opts.Metrics = met
 	lh := New(m, Options{BaseDir: opts.BaseDir, HeartbeatInterval: opts.HeartbeatInterval, Logger: opts.Logger})
 	opts.Routes, opts.Features, opts.Refuse = lh.Routes(), []string{Feature}, Refuse

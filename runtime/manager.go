@@ -313,6 +313,10 @@ func (m *Manager) List(filter *State) []Status {
 	return out
 }
 
+// OrphansReaped is how many children the reaper reaped that no Manager
+// started (orphaned grandchildren), for the metrics.
+func (m *Manager) OrphansReaped() uint64 { return m.reaper.OrphansReaped() }
+
 // Counts returns the number of running (including starting) and retained handles.
 func (m *Manager) Counts() (running, retained int) {
 	m.mu.Lock()

@@ -65,6 +65,7 @@ import (
 	"github.com/sandbox-runtime/sandbox-runtime/legacy"
 	"github.com/sandbox-runtime/sandbox-runtime/metrics"
 	"github.com/sandbox-runtime/sandbox-runtime/procgroup"
+	"github.com/sandbox-runtime/sandbox-runtime/runtime"
 )
 
 // version is stamped at build time with -ldflags "-X main.version=…".
@@ -184,11 +185,14 @@ func run(ctx context.Context, stopSignals func(), cfg *config, log *zap.Logger, 
 
 	rc := cfg.runtimeConfig()
 	rc.Logger = log
-	m, met, err := metrics.NewManager(rc, reaper, version)
+	met := metrics.New(version)
+	rc.Observer = met
+	m, err := runtime.New(rc, reaper)
 	if err != nil {
 		return &startError{err}
 	}
 	defer m.Close()
+	met.Watch(m)
 
 	// The legacy API is mounted on the one server, behind its middleware.
 	lh := legacy.New(m, legacy.Options{BaseDir: cfg.BaseDir, HeartbeatInterval: cfg.HeartbeatInterval, Logger: log})
