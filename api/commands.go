@@ -73,20 +73,12 @@ func (s *Server) info(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) isolation() infoIsolation {
-	iso := s.opts.Isolation
-	if iso.Mode == "" {
-		iso.Mode, iso.Reason = "threads", "not configured"
+	out := s.opts.Isolation
+	if out.Mode == "" {
+		out.Mode, out.Reason = wire.IsolationThreads, "not configured"
 	}
-	out := infoIsolation{Mode: iso.Mode, Reason: iso.Reason, Controllers: iso.Controllers,
-		ReservedThreads: s.opts.ReservedThreads, PidfdSignals: iso.PidfdSignals}
 	if out.Controllers == nil {
 		out.Controllers = []string{}
-	}
-	if iso.Cgroup != "" {
-		out.Cgroup = &iso.Cgroup
-	}
-	if iso.CommandsPidsMax > 0 {
-		out.CommandsPidsMax = &iso.CommandsPidsMax
 	}
 	return out
 }

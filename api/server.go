@@ -25,6 +25,7 @@ import (
 	"github.com/sandbox-runtime/sandbox-runtime/httpx"
 	"github.com/sandbox-runtime/sandbox-runtime/metrics"
 	"github.com/sandbox-runtime/sandbox-runtime/runtime"
+	"github.com/sandbox-runtime/sandbox-runtime/wire"
 )
 
 // Options configures a Server.
@@ -46,10 +47,10 @@ type Options struct {
 	// as SANDBOX_ALLOWED_ORIGINS; see origin.go. Entries that
 	// ParseAllowedOrigins refuses are ignored.
 	AllowedOrigins string
-	// Isolation is how commands are kept from starving the runtime, for
-	// /v1/info (runtime.Reaper.Isolation; ReservedThreads from main).
-	Isolation       runtime.Isolation
-	ReservedThreads int
+	// Isolation is how commands are kept from starving the runtime, as
+	// /v1/info announces it (main reads it of the reaper). An empty Mode
+	// is announced as threads mode, "not configured".
+	Isolation wire.Isolation
 
 	// Routes are the routes another group of handlers adds (the legacy API
 	// of package legacy), served behind the same middleware as the v1 ones.

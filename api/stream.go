@@ -12,6 +12,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/sandbox-runtime/sandbox-runtime/ringbuf"
 	"github.com/sandbox-runtime/sandbox-runtime/runtime"
 	"github.com/sandbox-runtime/sandbox-runtime/wire"
 )
@@ -79,7 +80,7 @@ type streamOptions struct {
 func (s *Server) streamEvents(ctx context.Context, c *runtime.Command, o streamOptions, sink eventSink) error {
 	var (
 		buf    []byte
-		recs   []runtime.Record
+		recs   []ringbuf.Record
 		line   []byte
 		cursor = o.cursor
 	)
@@ -256,11 +257,11 @@ func textFit(s []byte, budget int) int {
 }
 
 // streamName is the wire name of an output stream.
-func streamName(s runtime.Stream) string {
+func streamName(s ringbuf.Stream) string {
 	switch s {
-	case runtime.Stderr:
+	case ringbuf.Stderr:
 		return wire.StreamStderr
-	case runtime.PTY:
+	case ringbuf.PTY:
 		return wire.StreamPTY
 	}
 	return wire.StreamStdout
@@ -268,7 +269,7 @@ func streamName(s runtime.Stream) string {
 
 // appendOutputEvent appends an output event for data to dst: text when data
 // is valid UTF-8, base64 otherwise.
-func appendOutputEvent(dst []byte, stream runtime.Stream, cursor int64, data []byte) []byte {
+func appendOutputEvent(dst []byte, stream ringbuf.Stream, cursor int64, data []byte) []byte {
 	dst = append(dst, `{"type":"`+wire.EventOutput+`","stream":"`...)
 	dst = append(dst, streamName(stream)...)
 	dst = append(dst, `","cursor":`...)

@@ -45,6 +45,7 @@ import (
 	sysErrno "github.com/sandbox-runtime/sandbox-runtime/internal/errno"
 	"github.com/sandbox-runtime/sandbox-runtime/pycompat"
 	"github.com/sandbox-runtime/sandbox-runtime/runtime"
+	"github.com/sandbox-runtime/sandbox-runtime/shlex"
 )
 
 // legacyParseError is FastAPI's answer to a body it could not decode.
@@ -259,7 +260,7 @@ func (s *Handlers) legacyExecute(w http.ResponseWriter, r *http.Request) {
 // splitCommand splits a legacy command as shlex.split would, or returns
 // the message of Popen's failure for it.
 func splitCommand(command string) (argv []string, failed string) {
-	argv, err := runtime.SplitCommand(command)
+	argv, err := shlex.Split(command)
 	switch {
 	case err != nil:
 		return nil, err.Error()

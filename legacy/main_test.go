@@ -12,14 +12,15 @@ import (
 
 	"github.com/sandbox-runtime/sandbox-runtime/api"
 	"github.com/sandbox-runtime/sandbox-runtime/metrics"
+	"github.com/sandbox-runtime/sandbox-runtime/procgroup"
 	"github.com/sandbox-runtime/sandbox-runtime/runtime"
 )
 
 // testReaper is the one reaper of this test binary (a process has at most one).
-var testReaper *runtime.Reaper
+var testReaper *procgroup.Reaper
 
 func TestMain(m *testing.M) {
-	r, err := runtime.NewReaper(nil)
+	r, err := procgroup.NewReaper(nil)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "reaper:", err)
 		os.Exit(2)

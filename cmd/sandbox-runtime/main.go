@@ -66,6 +66,7 @@ import (
 	"github.com/sandbox-runtime/sandbox-runtime/metrics"
 	"github.com/sandbox-runtime/sandbox-runtime/procgroup"
 	"github.com/sandbox-runtime/sandbox-runtime/runtime"
+	"github.com/sandbox-runtime/sandbox-runtime/wire"
 )
 
 // version is stamped at build time with -ldflags "-X main.version=…".
@@ -205,8 +206,7 @@ func run(ctx context.Context, stopSignals func(), cfg *config, log *zap.Logger, 
 		Logger:            log,
 		Metrics:           met,
 
-		Isolation:       iso,
-		ReservedThreads: procgroup.DefaultReservedThreads,
+		Isolation: iso,
 
 		Routes:   lh.Routes(),
 		Features: []string{legacy.Feature},
@@ -281,8 +281,8 @@ func run(ctx context.Context, stopSignals func(), cfg *config, log *zap.Logger, 
 // commands hold every pid, and, where a cgroup v2 tree is writable, a tree of
 // its own (the daemon in a leaf, each command in a cgroup killed with
 // cgroup.kill, pids.max headroom where a pids controller exists). It logs and
-// returns the mode in force.
-func isolate(reaper *procgroup.Reaper, cfg *config, log *zap.Logger) procgroup.Isolation {
+// returns the mode in force, as /v1/info announces it.
+func isolate(reaper *procgroup.Reaper, cfg *config, log *zap.Logger) wire.Isolation {
 	threads := procgroup.ReserveThreads(procgroup.DefaultReservedThreads)
 	if err := reaper.UseCgroups(procgroup.CgroupOptions{MoveSelf: true}); err != nil {
 		log.Info("no cgroup tree of our own; commands are process groups", zap.Error(err))
@@ -298,7 +298,15 @@ func isolate(reaper *procgroup.Reaper, cfg *config, log *zap.Logger) procgroup.I
 		log.Warn("the kill grace does not fit the shutdown budget; at shutdown commands get SIGKILL before it has passed",
 			zap.Duration("kill_grace", cfg.KillGrace), zap.Duration("shutdown_timeout", cfg.ShutdownTimeout))
 	}
-	return iso
+	out := wire.Isolation{Mode: iso.Mode, Reason: iso.Reason, Controllers: iso.Controllers,
+		ReservedThreads: procgroup.DefaultReservedThreads, PidfdSignals: iso.PidfdSignals}
+	if iso.Cgroup != "" {
+		out.Cgroup = &iso.Cgroup
+	}
+	if iso.CommandsPidsMax > 0 {
+		out.CommandsPidsMax = &iso.CommandsPidsMax
+	}
+	return out
 }
 
 // cleanTemps removes the temporary files and staged parents that writes
