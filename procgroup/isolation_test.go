@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	goruntime "runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -236,7 +235,7 @@ func TestForkLimitHelper(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("%d of %d goroutines blocked in read(2) after 30 s", n, len(fds))
 		}
-		goruntime.Gosched()
+		pollPause()
 	}
 	for _, p := range fds {
 		syscall.Write(p[1], []byte{1})
@@ -319,7 +318,7 @@ func TestCgroupKillEndsSetsidEscapee(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("escapee %d has pgid %d; want its own group (setsid)", escapee, pg)
 		}
-		runtimeGosched()
+		pollPause()
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -504,8 +503,10 @@ func TestOOMHelper(t *testing.T) {
 	}
 }
 
-// runtimeGosched yields while a poll loop waits for another process.
-func runtimeGosched() { goruntime.Gosched() }
+// pollPause is the interval of a poll loop that waits for another process
+// or the cgroup worker (states no event announces): a pause, not a spin
+// (runtime.Gosched kept a CPU busy that the processes waited for need).
+func pollPause() { <-time.After(time.Millisecond) }
 
 // tasksIn counts the threads of this process whose current system call (from
 // /proc/self/task/*/syscall) starts with one of the prefixes in want.
