@@ -34,8 +34,18 @@ type (
 	infoLimits    = wire.Limits
 )
 
-// features are the capabilities clients may detect in /v1/info.
-var features = []string{"commands", "stream", "stdin", "signals", "websocket", "files", "legacy", "metrics", "idempotent_create", "pty"}
+// featureList is what /v1/info announces that clients may detect: the
+// features of the server's own routes, "metrics" when /metrics is served
+// and the features of the routes mounted beside them (Options.Features).
+func (s *Server) featureList() []string {
+	out := []string{wire.FeatureCommands, wire.FeatureStream, wire.FeatureStdin, wire.FeatureSignals,
+		wire.FeatureWebSocket, wire.FeatureFiles}
+	out = append(out, s.opts.Features...)
+	if s.metrics != nil {
+		out = append(out, wire.FeatureMetrics)
+	}
+	return append(out, wire.FeatureIdempotentCreate, wire.FeaturePTY)
+}
 
 func (s *Server) info(w http.ResponseWriter, r *http.Request) {
 	c := s.m.Config()
@@ -56,27 +66,19 @@ func (s *Server) info(w http.ResponseWriter, r *http.Request) {
 			StdinLimitBytes:       c.StdinLimit,
 			RequestBodyLimitBytes: maxJSONBody,
 		},
-		Features: features,
+		Features: s.features,
 
 		Isolation: s.isolation(),
 	})
 }
 
 func (s *Server) isolation() infoIsolation {
-	iso := s.opts.Isolation
-	if iso.Mode == "" {
-		iso.Mode, iso.Reason = "threads", "not configured"
+	out := s.opts.Isolation
+	if out.Mode == "" {
+		out.Mode, out.Reason = wire.IsolationThreads, "not configured"
 	}
-	out := infoIsolation{Mode: iso.Mode, Reason: iso.Reason, Controllers: iso.Controllers,
-		ReservedThreads: s.opts.ReservedThreads, PidfdSignals: iso.PidfdSignals}
 	if out.Controllers == nil {
 		out.Controllers = []string{}
-	}
-	if iso.Cgroup != "" {
-		out.Cgroup = &iso.Cgroup
-	}
-	if iso.CommandsPidsMax > 0 {
-		out.CommandsPidsMax = &iso.CommandsPidsMax
 	}
 	return out
 }
@@ -272,7 +274,7 @@ func decodeStdin(b stdinBody) ([]byte, error) {
 	switch b.Encoding {
 	case "", "utf-8", "text":
 		return []byte(b.Data), nil
-	case "base64":
+	case wire.EncodingBase64:
 		data, err := base64.StdEncoding.DecodeString(b.Data)
 		if err != nil {
 			return nil, badRequest("data is not valid base64: " + err.Error())

@@ -23,6 +23,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/sandbox-runtime/sandbox-runtime/httpx"
+	"github.com/sandbox-runtime/sandbox-runtime/ringbuf"
 	"github.com/sandbox-runtime/sandbox-runtime/runtime"
 	"github.com/sandbox-runtime/sandbox-runtime/wire"
 )
@@ -330,7 +331,7 @@ func FuzzOutputEvent(f *testing.F) {
 			cursor = 0
 		}
 		cursor %= 1 << 50
-		for _, stream := range []runtime.Stream{runtime.Stdout, runtime.Stderr} {
+		for _, stream := range []ringbuf.Stream{ringbuf.Stdout, ringbuf.Stderr} {
 			line := appendOutputEvent(nil, stream, cursor, data)
 			if !json.Valid(line) {
 				t.Fatalf("invalid JSON for %q: %s", data, line)

@@ -12,17 +12,18 @@ import (
 
 	"github.com/sandbox-runtime/sandbox-runtime/legacy"
 	"github.com/sandbox-runtime/sandbox-runtime/metrics"
+	"github.com/sandbox-runtime/sandbox-runtime/procgroup"
 	"github.com/sandbox-runtime/sandbox-runtime/runtime"
 )
 
 // testReaper is the one reaper of this test binary (a process has at most one).
-var testReaper *runtime.Reaper
+var testReaper *procgroup.Reaper
 
 func TestMain(m *testing.M) {
 	if spec := os.Getenv(helperWriteSpec); spec != "" { // a child of a test: see runWriteSpec
 		os.Exit(runWriteSpec(spec))
 	}
-	r, err := runtime.NewReaper(nil)
+	r, err := procgroup.NewReaper(nil)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "reaper:", err)
 		os.Exit(2)
@@ -59,15 +60,18 @@ func newTestServer(t testing.TB, mutate func(*runtime.Config, *Options)) *testSe
 	if mutate != nil {
 		mutate(&cfg, &opts)
 	}
-	m, met, err := metrics.NewManager(cfg, testReaper, opts.Version)
+	met := metrics.New(opts.Version)
+	cfg.Observer = met
+	m, err := runtime.New(cfg, testReaper)
 	if err != nil {
 		t.Fatal(err)
 	}
+	met.Watch(m)
 	opts.Metrics = met
 	// The legacy routes, mounted as main does: the spec and middleware
 	// tests cover the whole server.
 	lh := legacy.New(m, legacy.Options{BaseDir: opts.BaseDir, HeartbeatInterval: opts.HeartbeatInterval, Logger: opts.Logger})
-	opts.Routes, opts.Refuse = lh.Routes(), legacy.Refuse
+	opts.Routes, opts.Features, opts.Refuse = lh.Routes(), []string{legacy.Feature}, legacy.Refuse
 	s := New(m, opts)
 	hs := httptest.NewUnstartedServer(s.Handler())
 	hs.Config.ConnContext = ConnContext // as main does

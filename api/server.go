@@ -25,6 +25,7 @@ import (
 	"github.com/sandbox-runtime/sandbox-runtime/httpx"
 	"github.com/sandbox-runtime/sandbox-runtime/metrics"
 	"github.com/sandbox-runtime/sandbox-runtime/runtime"
+	"github.com/sandbox-runtime/sandbox-runtime/wire"
 )
 
 // Options configures a Server.
@@ -39,21 +40,25 @@ type Options struct {
 	// line (and the WebSocket ping period). Default 10 s.
 	HeartbeatInterval time.Duration
 	Logger            *zap.Logger
-	Metrics           *metrics.Metrics // from metrics.NewManager; nil: nothing counted, /metrics answers 404
+	Metrics           *metrics.Metrics // from metrics.New; nil: nothing counted, no /metrics, no "metrics" feature
 
 	// AllowedOrigins is a comma-separated list of the browser origins
 	// (scheme://host[:port], or "*") allowed besides the daemon's own host,
 	// as SANDBOX_ALLOWED_ORIGINS; see origin.go. Entries that
 	// ParseAllowedOrigins refuses are ignored.
 	AllowedOrigins string
-	// Isolation is how commands are kept from starving the runtime, for
-	// /v1/info (runtime.Reaper.Isolation; ReservedThreads from main).
-	Isolation       runtime.Isolation
-	ReservedThreads int
+	// Isolation is how commands are kept from starving the runtime, as
+	// /v1/info announces it (main reads it of the reaper). An empty Mode
+	// is announced as threads mode, "not configured".
+	Isolation wire.Isolation
 
 	// Routes are the routes another group of handlers adds (the legacy API
 	// of package legacy), served behind the same middleware as the v1 ones.
 	Routes []httpx.Route
+	// Features are the /v1/info features of Routes (legacy.Feature), which
+	// /v1/info announces beside the server's own: a feature is listed only
+	// where its routes are mounted.
+	Features []string
 	// Refuse writes the server's own error answers outside /v1 (404 for an
 	// unknown path, 503 when too many bodies are in flight) in the shape
 	// the clients of those paths expect; nil means the v1 error body.
@@ -67,6 +72,7 @@ type Server struct {
 	log      *zap.Logger
 	auth     *tokenAuth
 	metrics  *metrics.Metrics
+	features []string // announced by /v1/info: features() of the mounted routes
 	routes   []httpx.Route
 	raw      []rawRoute // the Raw routes, served before the mux
 	handler  http.Handler
@@ -104,6 +110,7 @@ func New(m *runtime.Manager, opts Options) *Server {
 	s.auth = newTokenAuth(s.streamsCtx, opts.TokenFile, s.log.Named("auth"))
 	s.origins = newOriginPolicy(opts.AllowedOrigins)
 	s.routes = s.routeTable()
+	s.features = s.featureList()
 	mux := http.NewServeMux()
 	for _, r := range s.routes {
 		if r.Raw {

@@ -12,6 +12,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/sandbox-runtime/sandbox-runtime/ringbuf"
 	"github.com/sandbox-runtime/sandbox-runtime/runtime"
 	"github.com/sandbox-runtime/sandbox-runtime/wire"
 )
@@ -79,7 +80,7 @@ type streamOptions struct {
 func (s *Server) streamEvents(ctx context.Context, c *runtime.Command, o streamOptions, sink eventSink) error {
 	var (
 		buf    []byte
-		recs   []runtime.Record
+		recs   []ringbuf.Record
 		line   []byte
 		cursor = o.cursor
 	)
@@ -99,9 +100,9 @@ func (s *Server) streamEvents(ctx context.Context, c *runtime.Command, o streamO
 			case <-ctx.Done():
 				return ctx.Err()
 			case <-s.streamsCtx.Done():
-				closing = "shutting_down"
+				closing = wire.EndShuttingDown
 			case <-window.C:
-				closing = "max_wait"
+				closing = wire.EndMaxWait
 			default:
 			}
 		}
@@ -117,7 +118,7 @@ func (s *Server) streamEvents(ctx context.Context, c *runtime.Command, o streamO
 		if res.Gap {
 			dropped := res.GapFrom - cursor
 			from := cursor
-			line = append(line[:0], marshal(event{Type: "gap", Cursor: &from, DroppedBytes: &dropped, NextCursor: res.GapFrom})...)
+			line = append(line[:0], marshal(event{Type: wire.EventGap, Cursor: &from, DroppedBytes: &dropped, NextCursor: res.GapFrom})...)
 			if err := sink.event(line); err != nil {
 				return err
 			}
@@ -178,7 +179,7 @@ func (s *Server) streamEvents(ctx context.Context, c *runtime.Command, o streamO
 			}
 		}
 		if !o.follow {
-			return s.endEvent(sink, &line, "caught_up", cursor)
+			return s.endEvent(sink, &line, wire.EndCaughtUp, cursor)
 		}
 		select {
 		case <-notify:
@@ -187,9 +188,9 @@ func (s *Server) streamEvents(ctx context.Context, c *runtime.Command, o streamO
 				return err
 			}
 		case <-window.C:
-			closing = "max_wait"
+			closing = wire.EndMaxWait
 		case <-s.streamsCtx.Done():
-			closing = "shutting_down"
+			closing = wire.EndShuttingDown
 		case <-ctx.Done():
 			return ctx.Err()
 		}
@@ -197,7 +198,7 @@ func (s *Server) streamEvents(ctx context.Context, c *runtime.Command, o streamO
 }
 
 func (s *Server) endEvent(sink eventSink, line *[]byte, reason string, cursor int64) error {
-	*line = append((*line)[:0], marshal(event{Type: "end", Reason: reason, NextCursor: cursor})...)
+	*line = append((*line)[:0], marshal(event{Type: wire.EventEnd, Reason: reason, NextCursor: cursor})...)
 	if err := sink.event(*line); err != nil {
 		return err
 	}
@@ -255,11 +256,22 @@ func textFit(s []byte, budget int) int {
 	return size
 }
 
+// streamName is the wire name of an output stream.
+func streamName(s ringbuf.Stream) string {
+	switch s {
+	case ringbuf.Stderr:
+		return wire.StreamStderr
+	case ringbuf.PTY:
+		return wire.StreamPTY
+	}
+	return wire.StreamStdout
+}
+
 // appendOutputEvent appends an output event for data to dst: text when data
 // is valid UTF-8, base64 otherwise.
-func appendOutputEvent(dst []byte, stream runtime.Stream, cursor int64, data []byte) []byte {
-	dst = append(dst, `{"type":"output","stream":"`...)
-	dst = append(dst, stream.String()...)
+func appendOutputEvent(dst []byte, stream ringbuf.Stream, cursor int64, data []byte) []byte {
+	dst = append(dst, `{"type":"`+wire.EventOutput+`","stream":"`...)
+	dst = append(dst, streamName(stream)...)
 	dst = append(dst, `","cursor":`...)
 	dst = strconv.AppendInt(dst, cursor, 10)
 	dst = append(dst, `,"data":"`...)
@@ -267,7 +279,7 @@ func appendOutputEvent(dst []byte, stream runtime.Stream, cursor int64, data []b
 		dst = append(text, '"')
 	} else {
 		dst = base64.StdEncoding.AppendEncode(dst, data)
-		dst = append(dst, `","encoding":"base64"`...)
+		dst = append(dst, `","encoding":"`+wire.EncodingBase64+`"`...)
 	}
 	dst = append(dst, `,"next_cursor":`...)
 	dst = strconv.AppendInt(dst, cursor+int64(len(data)), 10)
@@ -436,7 +448,7 @@ func (n *ndjsonSink) flush() error {
 }
 
 func (n *ndjsonSink) heartbeat(next int64) error {
-	n.buf = append(n.buf, marshal(event{Type: "heartbeat", NextCursor: next})...)
+	n.buf = append(n.buf, marshal(event{Type: wire.EventHeartbeat, NextCursor: next})...)
 	n.buf = append(n.buf, '\n')
 	return n.flush()
 }

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"github.com/sandbox-runtime/sandbox-runtime/runtime"
+	"github.com/sandbox-runtime/sandbox-runtime/ringbuf"
 )
 
 func TestNeedsEscape8(t *testing.T) {
@@ -63,7 +63,7 @@ func TestAppendOutputEvent(t *testing.T) {
 		{"hi\n", `{"type":"output","stream":"stdout","cursor":5,"data":"hi\n","next_cursor":8}`},
 		{"\xff\xfe", `{"type":"output","stream":"stdout","cursor":5,"data":"//4=","encoding":"base64","next_cursor":7}`},
 	} {
-		if got := string(appendOutputEvent(nil, runtime.Stdout, 5, []byte(tc.data))); got != tc.want {
+		if got := string(appendOutputEvent(nil, ringbuf.Stdout, 5, []byte(tc.data))); got != tc.want {
 			t.Errorf("got %s; want %s", got, tc.want)
 		}
 	}

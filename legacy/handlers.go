@@ -42,6 +42,10 @@ func New(m *runtime.Manager, opts Options) *Handlers {
 		execSlots: make(chan struct{}, max(1, m.Config().MaxExecutions))}
 }
 
+// Feature is the /v1/info feature of the legacy routes, for
+// api.Options.Features beside Routes (wire.FeatureLegacy).
+const Feature = "legacy"
+
 // Routes are the legacy routes, for api.Options.Routes. Framework errors
 // (405) are answered in FastAPI's {"detail": …} shape; HEAD is 405 where
 // the Python server had no HEAD.

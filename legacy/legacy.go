@@ -5,11 +5,9 @@
 // (Handlers.Routes, api.Options.Routes), behind its middleware; Python's own
 // behaviours come from package pycompat, commands from runtime.
 //
-// The recorded corpus in testdata/legacy pins the details; the
-// replay test in legacy_test.go checks every case. Where this file follows a
-// Python quirk on purpose, the comment says which. The recorded corpus in testdata/legacy pins the details; the
-// replay test in legacy_test.go checks every case. Where this file follows a
-// Python quirk on purpose, the comment says which.
+// The recorded corpus in testdata/legacy pins the details; the replay test
+// in legacy_test.go checks every case. Where this file follows a Python
+// quirk on purpose, the comment says which.
 //
 // Decisions where the corpus leaves a choice:
 //   - A non-string "command" is coerced like pydantic 1 did (5 → "5",
@@ -47,6 +45,7 @@ import (
 	sysErrno "github.com/sandbox-runtime/sandbox-runtime/internal/errno"
 	"github.com/sandbox-runtime/sandbox-runtime/pycompat"
 	"github.com/sandbox-runtime/sandbox-runtime/runtime"
+	"github.com/sandbox-runtime/sandbox-runtime/shlex"
 )
 
 // legacyParseError is FastAPI's answer to a body it could not decode.
@@ -143,7 +142,7 @@ func (s *Handlers) legacyExecute(w http.ResponseWriter, r *http.Request) {
 		legacyDetail(w, http.StatusBadRequest, legacyParseError)
 		return
 	}
-	// A large body is parsed and split in its decode turn (bodyread.go).
+	// A large body is parsed and split in its decode turn (httpx.EnterDecode).
 	leave, err := httpx.EnterDecode(r.Context(), len(body))
 	if err != nil {
 		return // the client left
@@ -261,7 +260,7 @@ func (s *Handlers) legacyExecute(w http.ResponseWriter, r *http.Request) {
 // splitCommand splits a legacy command as shlex.split would, or returns
 // the message of Popen's failure for it.
 func splitCommand(command string) (argv []string, failed string) {
-	argv, err := runtime.SplitCommand(command)
+	argv, err := shlex.Split(command)
 	switch {
 	case err != nil:
 		return nil, err.Error()

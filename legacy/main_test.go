@@ -12,14 +12,15 @@ import (
 
 	"github.com/sandbox-runtime/sandbox-runtime/api"
 	"github.com/sandbox-runtime/sandbox-runtime/metrics"
+	"github.com/sandbox-runtime/sandbox-runtime/procgroup"
 	"github.com/sandbox-runtime/sandbox-runtime/runtime"
 )
 
 // testReaper is the one reaper of this test binary (a process has at most one).
-var testReaper *runtime.Reaper
+var testReaper *procgroup.Reaper
 
 func TestMain(m *testing.M) {
-	r, err := runtime.NewReaper(nil)
+	r, err := procgroup.NewReaper(nil)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "reaper:", err)
 		os.Exit(2)
@@ -59,13 +60,16 @@ func newTestServer(t testing.TB, mutate func(*runtime.Config, *api.Options)) *te
 	if mutate != nil {
 		mutate(&cfg, &opts)
 	}
-	m, met, err := metrics.NewManager(cfg, testReaper, opts.Version)
+	met := metrics.New(opts.Version)
+	cfg.Observer = met
+	m, err := runtime.New(cfg, testReaper)
 	if err != nil {
 		t.Fatal(err)
 	}
+	met.Watch(m)
 	opts.Metrics = met
 	lh := New(m, Options{BaseDir: opts.BaseDir, HeartbeatInterval: opts.HeartbeatInterval, Logger: opts.Logger})
-	opts.Routes, opts.Refuse = lh.Routes(), Refuse
+	opts.Routes, opts.Features, opts.Refuse = lh.Routes(), []string{Feature}, Refuse
 	s := api.New(m, opts)
 	hs := httptest.NewUnstartedServer(s.Handler())
 	hs.Config.ConnContext = api.ConnContext // as main does

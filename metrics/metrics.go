@@ -19,10 +19,10 @@ import (
 )
 
 // Metrics holds the Prometheus collectors of protocol.md §3 GET /metrics. It
-// implements runtime.Observer. Build it with NewManager, the one constructor:
-// the Observer must exist before the Manager, the gauges read the Manager
-// after. A nil *Metrics is valid and counts nothing (its ServeHTTP answers
-// 404).
+// implements runtime.Observer. Build it with New, hand it to runtime.New as
+// the Observer, and Watch the Manager (the Observer exists before the
+// Manager, the gauges read the Manager after). A nil *Metrics is valid and
+// counts nothing (its ServeHTTP answers 404).
 type Metrics struct {
 	reg *prometheus.Registry
 
@@ -51,17 +51,19 @@ type Metrics struct {
 
 const ns = "sandbox_runtime"
 
-// NewManager creates the Manager of rc (runtime.New) observed by a new
-// Metrics, whose gauges read that Manager (running, retained) and reaper
-// (orphans reaped), and whose build_info carries version. rc.Observer is
-// replaced by the Metrics.
-func NewManager(rc runtime.Config, reaper *runtime.Reaper, version string) (*runtime.Manager, *Metrics, error) {
+// New returns the collectors of a daemon whose build is version
+// (build_info), on a registry of their own. The Metrics is the
+// runtime.Observer of the Manager it counts: give it as Config.Observer to
+// runtime.New, then Watch the Manager that returned.
+func New(version string) *Metrics {
 	x := newCollectors()
-	rc.Observer = x
-	m, err := runtime.New(rc, reaper)
-	if err != nil {
-		return nil, nil, err
-	}
+	x.buildInfo.WithLabelValues(version, goruntime.Version()).Set(1)
+	return x
+}
+
+// Watch adds the gauges that read m: commands running and retained, and
+// the orphans its reaper reaped. Call it once, with the Manager x observes.
+func (x *Metrics) Watch(m *runtime.Manager) {
 	x.reg.MustRegister(
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: ns, Name: "commands_running", Help: "Managed commands running now."},
 			func() float64 { r, _ := m.Counts(); return float64(r) }),
@@ -69,10 +71,8 @@ func NewManager(rc runtime.Config, reaper *runtime.Reaper, version string) (*run
 			func() float64 { _, r := m.Counts(); return float64(r) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: ns, Name: "orphans_reaped_total",
 			Help: "Children reaped that were not started by the runtime (orphaned grandchildren)."},
-			func() float64 { return float64(reaper.OrphansReaped()) }),
+			func() float64 { return float64(m.OrphansReaped()) }),
 	)
-	x.buildInfo.WithLabelValues(version, goruntime.Version()).Set(1)
-	return m, x, nil
 }
 
 // newCollectors returns the collectors that do not read the Manager, on a

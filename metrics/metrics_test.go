@@ -6,26 +6,34 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sandbox-runtime/sandbox-runtime/procgroup"
 	"github.com/sandbox-runtime/sandbox-runtime/runtime"
 )
 
-// TestNewManagerIsTheOneConstructor: one call builds the Manager and the
-// collectors that read it, twice in a process without a registration panic
-// (each Metrics has its own registry); the gauges and build_info are there
-// from the first scrape, and the runtime's events reach the counters.
-func TestNewManagerIsTheOneConstructor(t *testing.T) {
-	reaper, err := runtime.NewReaper(nil)
+// TestObserverOfTheManager: New makes the collectors, runtime.New takes
+// them as its Observer and Watch adds the gauges that read the Manager:
+// twice in a process without a registration panic (each Metrics has its
+// own registry); build_info is there from the first scrape, the gauges once
+// the Manager is watched, and the runtime's events reach the counters.
+func TestObserverOfTheManager(t *testing.T) {
+	reaper, err := procgroup.NewReaper(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer reaper.Close()
 	for i := range 2 {
+		x := New("v-test")
+		if body := scrape(t, x); !strings.Contains(body, `version="v-test"} 1`) || strings.Contains(body, "commands_running") {
+			t.Errorf("metrics %d before Watch: want build_info and no gauge of a Manager yet:\n%s", i, body)
+		}
 		rc := runtime.DefaultConfig()
 		rc.BaseDir = t.TempDir()
-		m, x, err := NewManager(rc, reaper, "v-test")
+		rc.Observer = x
+		m, err := runtime.New(rc, reaper)
 		if err != nil {
 			t.Fatal(err)
 		}
+		x.Watch(m)
 		if _, _, err := m.Create(runtime.CreateRequest{Argv: []string{"no-such-command-metrics-test"}}); err == nil {
 			t.Fatal("Create of a missing executable succeeded")
 		}

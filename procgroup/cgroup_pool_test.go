@@ -30,7 +30,7 @@ func waitRemoved(t *testing.T, r *Reaper, dir, after string) {
 			t.Errorf("cgroup %s still exists %v after %s: %v", dir, waitTimeout, after, err)
 			return
 		}
-		runtimeGosched()
+		pollPause()
 	}
 }
 
@@ -44,7 +44,7 @@ func waitPoolFull(t *testing.T, r *Reaper) {
 		if time.Now().After(deadline) {
 			t.Fatalf("pool has %d of %d cgroups after %v", len(r.cg.pool), cap(r.cg.pool), waitTimeout)
 		}
-		runtimeGosched()
+		pollPause()
 	}
 }
 

@@ -25,39 +25,18 @@ var (
 	// ErrClosed is returned by Start after the Reaper was closed.
 	ErrClosed = errors.New("procgroup: reaper closed")
 
-	// ErrNotFound matches a *StartError whose executable does not exist: ENOENT (or
-	// ENOTDIR on a path component) on the executable, or no match on PATH.
-	ErrNotFound = errors.New("procgroup: executable not found")
-
-	// ErrPermission matches a *StartError with EACCES or EPERM on the executable
-	// (not executable, a directory, or a path component not searchable).
-	ErrPermission = errors.New("procgroup: permission denied")
-
-	// ErrExecFormat matches a *StartError with ENOEXEC: the file is not a binary the
-	// kernel can run and has no "#!" line. Like Python's subprocess there is no
-	// fallback to /bin/sh.
-	ErrExecFormat = errors.New("procgroup: exec format error")
-
-	// ErrBadDir matches a *StartError with Op "chdir": Spec.Dir is missing, not a
-	// directory, or not searchable. It is checked with stat before forking.
-	ErrBadDir = errors.New("procgroup: bad working directory")
-
 	// ErrUnsupported is returned by every entry point on systems other than Linux.
 	ErrUnsupported = errors.New("procgroup: unsupported on this operating system")
 
 	// ErrGroupGone is returned by Process.Signal when the process group has no
 	// members left (kill answered ESRCH), or once the Process was released.
 	ErrGroupGone = errors.New("procgroup: process group has no members")
-
-	// ErrResourceExhausted matches a *StartError whose fork failed with EAGAIN or
-	// ENOMEM: a process limit (a pids cgroup, RLIMIT_NPROC, pid_max, threads-max)
-	// or memory is exhausted. StartError.Limit names the limits in force.
-	ErrResourceExhausted = errors.New("procgroup: process limit reached")
 )
 
 // StartError is returned by Reaper.Start when a command could not be started.
-// errors.Is(err, ErrNotFound), ErrPermission, ErrExecFormat and ErrBadDir work on it,
-// and so does errors.Is(err, syscall.ENOENT) (Unwrap returns the Errno).
+// It reports the raw errno (errors.Is(err, syscall.ENOENT) works: Unwrap returns
+// it) and classifies nothing: what an errno means to a caller (not found, a
+// retry worth making, …) is decided once, by runtime's spawn classes.
 type StartError struct {
 	Op    string        // "exec" or "chdir"
 	Path  string        // argv[0] exactly as given (Op "exec"), or Spec.Dir (Op "chdir")
@@ -79,26 +58,6 @@ func (e *StartError) Error() string {
 
 // Unwrap returns the raw Errno.
 func (e *StartError) Unwrap() error { return e.Errno }
-
-// Is maps the error to the package's sentinels: every "chdir" error is ErrBadDir;
-// an "exec" error is ErrNotFound (ENOENT, ENOTDIR), ErrPermission (EACCES, EPERM)
-// ErrExecFormat (ENOEXEC) or ErrResourceExhausted (EAGAIN, ENOMEM).
-func (e *StartError) Is(target error) bool {
-	if e.Op == "chdir" {
-		return target == ErrBadDir
-	}
-	switch e.Errno {
-	case syscall.ENOENT, syscall.ENOTDIR:
-		return target == ErrNotFound
-	case syscall.EACCES, syscall.EPERM:
-		return target == ErrPermission
-	case syscall.ENOEXEC:
-		return target == ErrExecFormat
-	case syscall.EAGAIN, syscall.ENOMEM:
-		return target == ErrResourceExhausted
-	}
-	return false
-}
 
 // Spec describes a command for Reaper.Start.
 type Spec struct {

@@ -29,10 +29,11 @@ var (
 	ErrTooManyRunning = errors.New("too many running")
 	// ErrSpawnFailed: the executable could not be started; no command was created.
 	ErrSpawnFailed = errors.New("spawn failed")
-	// ErrResourceExhausted: the process could not be forked because a process
-	// limit (pids cgroup, RLIMIT_NPROC, pid_max) or memory is exhausted, for
-	// example by a fork storm of another command; the message names the
-	// limits. No command was created. Retrying makes sense once processes end.
+	// ErrResourceExhausted: the process could not be started because a process
+	// limit (pids cgroup, RLIMIT_NPROC, pid_max), memory, descriptors or
+	// terminals are exhausted (SpawnResources), for example by a fork storm of
+	// another command; the message names the process limits. No command was
+	// created. Retrying makes sense once processes end.
 	ErrResourceExhausted = errors.New("resource exhausted")
 	// ErrShuttingDown: the manager is shutting down and admits nothing.
 	ErrShuttingDown = errors.New("shutting down")

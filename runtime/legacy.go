@@ -106,8 +106,8 @@ const (
 // and nothing ran) or shutdown begins. Once the process has started, ctx no
 // longer matters: a disconnecting client does not end it. On success the
 // caller must call ExecResult.Release. Errors: ctx.Err(), ErrShuttingDown,
-// ErrInvalid (empty argv), or an error wrapping ErrSpawnFailed that
-// StartFailureOf explains.
+// ErrInvalid (empty argv), or an error wrapping ErrSpawnFailed or
+// ErrResourceExhausted (as Create's, spawnError) that StartFailureOf explains.
 func (m *Manager) Execute(ctx context.Context, argv []string, timeout time.Duration) (ExecResult, error) {
 	if len(argv) == 0 {
 		return ExecResult{}, invalidf("argv must not be empty")
@@ -154,7 +154,7 @@ func (m *Manager) execute(argv []string, timeout time.Duration) (ExecResult, err
 	p, err := m.reaper.Start(procgroup.Spec{Argv: argv, Env: m.cfg.Env, Dir: m.cfg.BaseDir})
 	if err != nil {
 		m.obs.SpawnFailed(SpawnClassOf(err))
-		return ExecResult{}, errorf(ErrSpawnFailed, "%v", err).(*classified).wrap(err)
+		return ExecResult{}, spawnError(err)
 	}
 	log := m.log.With(zap.String("argv0", argv[0]), zap.Int("pid", p.Pid))
 	log.Debug("legacy execution started")

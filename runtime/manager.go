@@ -313,6 +313,10 @@ func (m *Manager) List(filter *State) []Status {
 	return out
 }
 
+// OrphansReaped is how many children the reaper reaped that no Manager
+// started (orphaned grandchildren), for the metrics.
+func (m *Manager) OrphansReaped() uint64 { return m.reaper.OrphansReaped() }
+
 // Counts returns the number of running (including starting) and retained handles.
 func (m *Manager) Counts() (running, retained int) {
 	m.mu.Lock()
@@ -379,11 +383,12 @@ func (m *Manager) killContext() (ctx context.Context, stop func()) {
 	return ctx, func() { close(done); cancel() }
 }
 
-// spawnError classifies a failed start: a fork refused for lack of processes
-// or memory is ErrResourceExhausted (naming the limits), anything else
+// spawnError classifies a failed start by its spawn class (start.go, the
+// one errno table): a start the sandbox ran out of processes, memory or
+// descriptors for is ErrResourceExhausted (naming the limits), anything else
 // ErrSpawnFailed.
 func spawnError(err error) error {
-	if errors.Is(err, procgroup.ErrResourceExhausted) {
+	if SpawnClassOf(err) == SpawnResources {
 		return errorf(ErrResourceExhausted, "cannot start a process: %v", err).(*classified).wrap(err)
 	}
 	return errorf(ErrSpawnFailed, "%v", err).(*classified).wrap(err)

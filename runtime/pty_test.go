@@ -67,46 +67,37 @@ func TestPTYNoLeaksAfter500Commands(t *testing.T) {
 			if i%10 == 0 {
 				req = ptyReq("cat")
 			}
-			for {
-				st, _, err := m.Create(req)
-				if errors.Is(err, ErrTooManyRunning) {
-					runtime.Gosched()
-					continue
-				}
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				c, err := m.Get(st.CommandID)
-				if err != nil {
-					return // evicted already
-				}
-				if i%10 == 0 {
-					c.Status()
-					c.WriteStdin([]byte("x\n"), false)
-					c.Resize(100, 30)
-					c.Kill(context.Background())
-				}
-				<-c.Done()
+			// sem keeps fewer commands running than MaxRunning, and a slot is
+			// free before Done closes: a Create is never refused here.
+			st, _, err := m.Create(req)
+			if err != nil {
+				t.Error(err)
 				return
 			}
+			c, err := m.Get(st.CommandID)
+			if err != nil {
+				return // evicted already
+			}
+			if i%10 == 0 {
+				c.Status()
+				c.WriteStdin([]byte("x\n"), false)
+				c.Resize(100, 30)
+				c.Kill(context.Background())
+			}
+			<-c.Done()
 		}()
 	}
 	wg.Wait()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	var f, g, ms, ss int
+	if !eventually(10*time.Second, func() bool {
 		runtime.GC()
-		f, g := fdCount(t), runtime.NumGoroutine()
-		ms, ss := ptyFDs(t)
-		if f <= fds && g <= gor+2 && ms <= masters && ss <= slaves {
-			t.Logf("fds %d→%d, ptmx %d→%d, pts %d→%d, goroutines %d→%d", fds, f, masters, ms, slaves, ss, gor, g)
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("leak: fds %d→%d, ptmx %d→%d, pts %d→%d, goroutines %d→%d", fds, f, masters, ms, slaves, ss, gor, g)
-		}
-		runtime.Gosched()
+		f, g = fdCount(t), runtime.NumGoroutine()
+		ms, ss = ptyFDs(t)
+		return f <= fds && g <= gor+2 && ms <= masters && ss <= slaves
+	}) {
+		t.Fatalf("leak: fds %d→%d, ptmx %d→%d, pts %d→%d, goroutines %d→%d", fds, f, masters, ms, slaves, ss, gor, g)
 	}
+	t.Logf("fds %d→%d, ptmx %d→%d, pts %d→%d, goroutines %d→%d", fds, f, masters, ms, slaves, ss, gor, g)
 }
 
 // TestPTYRequestValidation: the limits of "pty", TERM, and idempotency.
@@ -347,16 +338,12 @@ func TestPTYKillWithBlockedInput(t *testing.T) {
 	if err != nil || st.State != StateCancelled.Wire() {
 		t.Fatalf("kill: %s %v; want cancelled", st.State, err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	var f, g int
+	if !eventually(10*time.Second, func() bool {
 		runtime.GC()
-		f, g := fdCount(t), runtime.NumGoroutine()
-		if f <= fds && g <= gor {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("leak: fds %d→%d goroutines %d→%d", fds, f, gor, g)
-		}
-		runtime.Gosched()
+		f, g = fdCount(t), runtime.NumGoroutine()
+		return f <= fds && g <= gor
+	}) {
+		t.Fatalf("leak: fds %d→%d goroutines %d→%d", fds, f, gor, g)
 	}
 }

@@ -348,13 +348,9 @@ func TestKillReachesGrandchild(t *testing.T) {
 		t.Fatalf("state %s; want cancelled", st.State)
 	}
 	// The grandchild ignores SIGTERM, so only the group SIGKILL can end it; it is
-	// our orphan and the reaper collects it. Wait (bounded) until it is gone.
-	deadline := time.Now().Add(10 * time.Second)
-	for syscall.Kill(gpid, 0) == nil {
-		if time.Now().After(deadline) {
-			t.Fatalf("grandchild %d survived the group kill", gpid)
-		}
-		runtime.Gosched()
+	// our orphan and the reaper collects it. Wait (bounded) until it has exited.
+	if !waitExited(t, gpid, 10*time.Second) {
+		t.Fatalf("grandchild %d survived the group kill", gpid)
 	}
 }
 
@@ -734,19 +730,15 @@ func TestNoLeaksAfter500Commands(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	var f, g int
+	if !eventually(10*time.Second, func() bool {
 		runtime.GC()
-		f, g := fdCount(t), runtime.NumGoroutine()
-		if f <= fds && g <= gor+2 {
-			t.Logf("fds %d→%d goroutines %d→%d", fds, f, gor, g)
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("leak: fds %d→%d goroutines %d→%d", fds, f, gor, g)
-		}
-		runtime.Gosched()
+		f, g = fdCount(t), runtime.NumGoroutine()
+		return f <= fds && g <= gor+2
+	}) {
+		t.Fatalf("leak: fds %d→%d goroutines %d→%d", fds, f, gor, g)
 	}
+	t.Logf("fds %d→%d goroutines %d→%d", fds, f, gor, g)
 }
 
 func TestZeroGraceKeepsOutput(t *testing.T) {
@@ -769,12 +761,8 @@ func TestKillAfterLeaderExitReachesGroup(t *testing.T) {
 		t.Fatal(err)
 	}
 	leader := c.Status().PID
-	deadline := time.Now().Add(10 * time.Second)
-	for syscall.Kill(leader, 0) == nil { // until the leader is reaped
-		if time.Now().After(deadline) {
-			t.Fatal("leader did not exit")
-		}
-		runtime.Gosched()
+	if !waitReaped(t, leader, 10*time.Second) {
+		t.Fatal("leader did not exit")
 	}
 	st, err := c.Kill(context.Background())
 	if err != nil {
@@ -783,48 +771,39 @@ func TestKillAfterLeaderExitReachesGroup(t *testing.T) {
 	if st.State != StateExited.Wire() || deref(st.ExitCode) != 0 {
 		t.Fatalf("got %s %d; want exited 0 (the leader ended on its own)", st.State, deref(st.ExitCode))
 	}
-	for syscall.Kill(bg, 0) == nil {
-		if time.Now().After(deadline) {
-			t.Fatalf("background member %d survived the kill", bg)
-		}
-		runtime.Gosched()
+	if !waitExited(t, bg, 10*time.Second) {
+		t.Fatalf("background member %d survived the kill", bg)
 	}
 }
 
 // TestKillOfAZombieLeaderIsExited: a kill that arrives after the leader has
 // exited on its own, while it is still a zombie the Reaper has not collected,
 // does not make the command cancelled: the state follows what happened. The
-// test sends the kill as soon as /proc shows the leader as a zombie (or gone),
-// which is before the Reaper's wait4 in most rounds.
+// test waits for the leader's exit without reaping it (waitid WNOWAIT) and
+// sends the kill at once, which is before the Reaper's wait4 in most rounds;
+// it runs rounds until minZombieKills kills were sent to a zombie (at most
+// maxRounds), and fails if fewer were: a run that never hit the window has
+// tested nothing.
 func TestKillOfAZombieLeaderIsExited(t *testing.T) {
+	const minZombieKills, maxRounds = 20, 1000
 	m := newManager(t, nil)
-	zombies := 0
-	for i := 0; i < 100; i++ {
-		c := mustCreate(t, m, CreateRequest{Argv: []string{"sh", "-c", "exit 3"}})
-		stat := fmt.Sprintf("/proc/%d/stat", c.Status().PID)
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			b, err := os.ReadFile(stat)
-			if err != nil {
-				break // reaped already
-			}
-			// The state follows the parenthesised command name.
-			if f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:])); len(f) > 0 && f[0] == "Z" {
-				zombies++
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatal("the leader did not exit")
-			}
-			runtime.Gosched()
+	zombies, rounds := 0, 0
+	timeout := 10.0 // seconds: the bound of waitZombie, were the leader never to exit
+	for ; zombies < minZombieKills && rounds < maxRounds; rounds++ {
+		c := mustCreate(t, m, CreateRequest{Argv: []string{"sh", "-c", "exit 3"}, Timeout: &timeout})
+		if waitZombie(t, c.Status().PID) {
+			zombies++
 		}
 		st, err := c.Kill(context.Background())
 		if err != nil {
 			t.Fatal(err)
 		}
 		if st.State != StateExited.Wire() || deref(st.ExitCode) != 3 {
-			t.Fatalf("round %d: got %s %d; want exited 3 (the leader ended on its own)", i, st.State, deref(st.ExitCode))
+			t.Fatalf("round %d: got %s %d; want exited 3 (the leader ended on its own)", rounds, st.State, deref(st.ExitCode))
 		}
 	}
-	t.Logf("%d of 100 kills arrived while the leader was a zombie", zombies)
+	t.Logf("%d of %d kills were sent while the leader was a zombie", zombies, rounds)
+	if zombies < minZombieKills {
+		t.Fatalf("only %d of %d kills were sent while the leader was a zombie; want %d: the window was not tested", zombies, rounds, minZombieKills)
+	}
 }

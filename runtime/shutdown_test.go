@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	goruntime "runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -76,13 +75,11 @@ func TestShutdownDeadlineCutsKillGrace(t *testing.T) {
 	<-legacyStarted
 	// Wait until the legacy command's setsid child runs (its own session).
 	var escapee int
-	deadline := time.Now().Add(20 * time.Second)
-	for escapee == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the legacy command's setsid child did not start")
-		}
+	if !eventually(20*time.Second, func() bool {
 		escapee = findSessionLeader("sleep\x0060.4321\x00")
-		goruntime.Gosched()
+		return escapee != 0
+	}) {
+		t.Fatal("the legacy command's setsid child did not start")
 	}
 	defer syscall.Kill(escapee, syscall.SIGKILL) // the setsid child we started
 

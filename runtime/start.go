@@ -16,7 +16,7 @@ const (
 	SpawnNotFound   SpawnClass = "not_found"   // ENOENT, ENOTDIR: no such executable or directory
 	SpawnPermission SpawnClass = "permission"  // EACCES, EPERM, EISDIR
 	SpawnExecFormat SpawnClass = "exec_format" // ENOEXEC
-	SpawnResources  SpawnClass = "resources"   // EAGAIN, ENOMEM, EMFILE, ENFILE, ENOSPC: the sandbox ran out, worth a retry
+	SpawnResources  SpawnClass = "resources"   // EAGAIN, ENOMEM, EMFILE, ENFILE, ENOSPC (no terminal left): the sandbox ran out, worth a retry (ErrResourceExhausted)
 	SpawnOther      SpawnClass = "other"
 )
 
@@ -59,6 +59,10 @@ func SpawnClassOf(err error) SpawnClass {
 	return SpawnOther
 }
 
+// spawnClassOf is the one table from a start's errno to its class: the
+// class is what the metric counts, what the answers say (StartFailure) and
+// whether a start is ErrResourceExhausted (spawnError). procgroup reports
+// the raw errno and classifies nothing.
 func spawnClassOf(errno syscall.Errno) SpawnClass {
 	switch errno {
 	case syscall.ENOENT, syscall.ENOTDIR:

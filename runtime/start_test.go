@@ -48,3 +48,44 @@ func TestStartFailureOf(t *testing.T) {
 		t.Errorf("SpawnClassOf(plain error) = %s; want other", c)
 	}
 }
+
+// TestStartWithoutDescriptorsIsResourceExhausted: a start that finds the
+// descriptor table full (EMFILE making the pipes) is ErrResourceExhausted,
+// worth a retry, as protocol.md §2 promises for running out of descriptors
+// "anywhere", and its class is the same resources class the metric counts:
+// one table decides both. The table is "full" by lowering RLIMIT_NOFILE to
+// the lowest free descriptor for the duration of the two starts (this test
+// is not parallel: nothing else runs).
+func TestStartWithoutDescriptorsIsResourceExhausted(t *testing.T) {
+	m := newManager(t, nil)
+	var old syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &old); err != nil {
+		t.Fatal(err)
+	}
+	probe, err := syscall.Open("/dev/null", syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	syscall.Close(probe)
+	full := old
+	full.Cur = uint64(probe)
+	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &full); err != nil {
+		t.Fatal(err)
+	}
+	_, _, createErr := m.Create(CreateRequest{Argv: []string{"true"}})
+	_, execErr := m.Execute(context.Background(), []string{"true"}, 0)
+	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &old); err != nil {
+		t.Fatal(err)
+	}
+	for name, err := range map[string]error{"Create": createErr, "Execute": execErr} {
+		if !errors.Is(err, ErrResourceExhausted) || errors.Is(err, ErrSpawnFailed) {
+			t.Errorf("%s with no descriptor left: %v; want ErrResourceExhausted (not ErrSpawnFailed)", name, err)
+		}
+		if f, ok := StartFailureOf(err); !ok || f.Class != SpawnResources || f.Errno != syscall.EMFILE {
+			t.Errorf("%s: StartFailureOf = %+v, %v; want class resources, EMFILE", name, f, ok)
+		}
+	}
+	if _, _, err := m.Create(CreateRequest{Argv: []string{"true"}}); err != nil {
+		t.Errorf("Create once the limit is back: %v", err)
+	}
+}

@@ -4,9 +4,11 @@
 // the Go client, the tests and the bench share; it has no behaviour beyond
 // encoding and decoding, and imports nothing but the standard library.
 //
-// The field names and shapes are those the daemon sends today; a test in
-// this package decodes real daemon responses with DisallowUnknownFields, so
-// a field added to the server and not here fails it.
+// The field names and shapes are those the daemon sends today:
+// TestWireTypesMatchDaemon (client/wire_compat_test.go, beside the client
+// that starts the real daemon) decodes its answers with
+// DisallowUnknownFields and encodes them again, so a field added to the
+// server and not here, or one added here and not there, fails it.
 //
 // Optional request fields carry omitempty, so a client never sends a field
 // it did not set (the server rejects unknown fields, and an older server
@@ -68,14 +70,16 @@ const EncodingBase64 = "base64"
 
 // Feature names of Info.Features.
 const (
-	FeatureCommands  = "commands"
-	FeatureStream    = "stream"
-	FeatureStdin     = "stdin"
-	FeatureSignals   = "signals"
-	FeatureWebSocket = "websocket"
-	FeatureFiles     = "files"
-	FeatureLegacy    = "legacy"
-	FeaturePTY       = "pty"
+	FeatureCommands         = "commands"
+	FeatureStream           = "stream"
+	FeatureStdin            = "stdin"
+	FeatureSignals          = "signals"
+	FeatureWebSocket        = "websocket"
+	FeatureFiles            = "files"
+	FeatureLegacy           = "legacy"  // only when the legacy API is mounted
+	FeatureMetrics          = "metrics" // only when GET /metrics is served
+	FeatureIdempotentCreate = "idempotent_create"
+	FeaturePTY              = "pty"
 )
 
 // CreateRequest is the body of POST /v1/commands. Exactly one of Argv and

@@ -65,6 +65,8 @@ import (
 	"github.com/sandbox-runtime/sandbox-runtime/legacy"
 	"github.com/sandbox-runtime/sandbox-runtime/metrics"
 	"github.com/sandbox-runtime/sandbox-runtime/procgroup"
+	"github.com/sandbox-runtime/sandbox-runtime/runtime"
+	"github.com/sandbox-runtime/sandbox-runtime/wire"
 )
 
 // version is stamped at build time with -ldflags "-X main.version=…".
@@ -175,7 +177,7 @@ func newLogger(level, format string, w io.Writer) (*zap.Logger, error) {
 // default action), so it ends the process at once.
 func run(ctx context.Context, stopSignals func(), cfg *config, log *zap.Logger, ready chan<- net.Addr) error {
 	started := time.Now()
-	reaper, err := procgroup.NewReaper(log.Named("reaper"))
+	reaper, err := procgroup.NewReaper(log) // it names its logger "reaper", as runtime and api name theirs
 	if err != nil {
 		return &startError{fmt.Errorf("starting the reaper: %w", err)}
 	}
@@ -184,11 +186,14 @@ func run(ctx context.Context, stopSignals func(), cfg *config, log *zap.Logger, 
 
 	rc := cfg.runtimeConfig()
 	rc.Logger = log
-	m, met, err := metrics.NewManager(rc, reaper, version)
+	met := metrics.New(version)
+	rc.Observer = met
+	m, err := runtime.New(rc, reaper)
 	if err != nil {
 		return &startError{err}
 	}
 	defer m.Close()
+	met.Watch(m)
 
 	// The legacy API is mounted on the one server, behind its middleware.
 	lh := legacy.New(m, legacy.Options{BaseDir: cfg.BaseDir, HeartbeatInterval: cfg.HeartbeatInterval, Logger: log})
@@ -201,11 +206,11 @@ func run(ctx context.Context, stopSignals func(), cfg *config, log *zap.Logger, 
 		Logger:            log,
 		Metrics:           met,
 
-		Isolation:       iso,
-		ReservedThreads: procgroup.DefaultReservedThreads,
+		Isolation: iso,
 
-		Routes: lh.Routes(),
-		Refuse: legacy.Refuse,
+		Routes:   lh.Routes(),
+		Features: []string{legacy.Feature},
+		Refuse:   legacy.Refuse,
 	})
 	ln := cfg.listener
 	if ln == nil {
@@ -291,8 +296,8 @@ func warnIfExposed(log *zap.Logger, addr net.Addr, tokenFile string) {
 // commands hold every pid, and, where a cgroup v2 tree is writable, a tree of
 // its own (the daemon in a leaf, each command in a cgroup killed with
 // cgroup.kill, pids.max headroom where a pids controller exists). It logs and
-// returns the mode in force.
-func isolate(reaper *procgroup.Reaper, cfg *config, log *zap.Logger) procgroup.Isolation {
+// returns the mode in force, as /v1/info announces it.
+func isolate(reaper *procgroup.Reaper, cfg *config, log *zap.Logger) wire.Isolation {
 	threads := procgroup.ReserveThreads(procgroup.DefaultReservedThreads)
 	if err := reaper.UseCgroups(procgroup.CgroupOptions{MoveSelf: true}); err != nil {
 		log.Info("no cgroup tree of our own; commands are process groups", zap.Error(err))
@@ -308,7 +313,15 @@ func isolate(reaper *procgroup.Reaper, cfg *config, log *zap.Logger) procgroup.I
 		log.Warn("the kill grace does not fit the shutdown budget; at shutdown commands get SIGKILL before it has passed",
 			zap.Duration("kill_grace", cfg.KillGrace), zap.Duration("shutdown_timeout", cfg.ShutdownTimeout))
 	}
-	return iso
+	out := wire.Isolation{Mode: iso.Mode, Reason: iso.Reason, Controllers: iso.Controllers,
+		ReservedThreads: procgroup.DefaultReservedThreads, PidfdSignals: iso.PidfdSignals}
+	if iso.Cgroup != "" {
+		out.Cgroup = &iso.Cgroup
+	}
+	if iso.CommandsPidsMax > 0 {
+		out.CommandsPidsMax = &iso.CommandsPidsMax
+	}
+	return out
 }
 
 // cleanTemps removes the temporary files and staged parents that writes

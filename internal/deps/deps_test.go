@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"go/ast"
 	"go/parser"
 	"go/token"
 	"io"
@@ -40,8 +41,21 @@ var layer = map[string]int{
 }
 
 // processLayer is what only runtime may import: the transports reach
-// processes, output records and command splitting through runtime.
-var processLayer = []string{"procgroup", "ringbuf", "shlex"}
+// processes through runtime.
+var processLayer = []string{"procgroup"}
+
+// transportMay are the pure leaves below runtime whose names a transport may
+// use as they are, each name listed on purpose (the rest of the package
+// stays runtime's). The output records Command.Read returns are the ring's
+// own, so that a stream copies nothing to read them (a runtime type of its
+// own would cost a copy of every batch, an alias would hide the coupling
+// from this test); legacy /execute answers shlex.Split's errors as Popen
+// would. A transport that builds a Ring, or uses any other name of these
+// packages, breaks the rule; so does a re-export by alias (see aliases).
+var transportMay = map[string][]string{
+	"ringbuf": {"PTY", "ReadResult", "Record", "Stderr", "Stdout", "Stream"},
+	"shlex":   {"Split"},
+}
 
 // transports are the packages that must not skip the runtime layer.
 var transports = []string{"api", "legacy", "metrics"}
@@ -106,11 +120,18 @@ func violations(graph map[string][]string) []string {
 	return out
 }
 
+// facts is what the rules read of a package's non-test files.
+type facts struct {
+	imports []string            // project imports, relative to the module, sorted
+	names   map[string][]string // project import → the names used of it (pkg.Name), sorted
+	aliases []string            // "X = ringbuf.Y": declarations that re-export a project package's name
+}
+
 // moduleGraph is the project's import graph: the packages `go list`
-// finds, each with the project imports of all its non-test files, whatever
-// their build constraints (a `//go:build !linux` or tagged file counts as
-// much as any other).
-func moduleGraph(t *testing.T) map[string][]string {
+// finds, each with the facts of all its non-test files, whatever their
+// build constraints (a `//go:build !linux` or tagged file counts as much as
+// any other).
+func moduleGraph(t *testing.T) map[string]facts {
 	t.Helper()
 	goTool, err := exec.LookPath("go")
 	if err != nil {
@@ -124,7 +145,7 @@ func moduleGraph(t *testing.T) map[string][]string {
 	if err != nil {
 		t.Fatalf("go list: %v\n%s", err, stderr.Bytes())
 	}
-	graph := map[string][]string{}
+	graph := map[string]facts{}
 	dec := json.NewDecoder(bytes.NewReader(out))
 	for {
 		var p struct {
@@ -140,42 +161,143 @@ func moduleGraph(t *testing.T) map[string][]string {
 		if !ok {
 			continue
 		}
-		imports, err := dirImports(p.Dir)
+		f, err := dirFacts(p.Dir)
 		if err != nil {
 			t.Fatal(err)
 		}
-		graph[rel] = imports
+		graph[rel] = f
 	}
 	return graph
 }
 
-// dirImports returns the project imports of every non-test .go file in
-// dir, build constraints ignored.
-func dirImports(dir string) ([]string, error) {
+// importGraph is graph's imports alone.
+func importGraph(graph map[string]facts) map[string][]string {
+	out := map[string][]string{}
+	for pkg, f := range graph {
+		out[pkg] = f.imports
+	}
+	return out
+}
+
+// dirFacts reads every non-test .go file in dir, build constraints ignored.
+func dirFacts(dir string) (facts, error) {
 	files, err := filepath.Glob(filepath.Join(dir, "*.go"))
 	if err != nil {
-		return nil, err
+		return facts{}, err
 	}
-	seen := map[string]bool{}
-	out := []string{}
+	out := facts{imports: []string{}, names: map[string][]string{}}
 	for _, f := range files {
 		if strings.HasSuffix(f, "_test.go") {
 			continue
 		}
-		af, err := parser.ParseFile(token.NewFileSet(), f, nil, parser.ImportsOnly)
+		af, err := parser.ParseFile(token.NewFileSet(), f, nil, parser.SkipObjectResolution)
 		if err != nil {
-			return nil, err
+			return facts{}, err
 		}
+		local := map[string]string{} // the file's name of a project import → the import
 		for _, spec := range af.Imports {
 			path, _ := strconv.Unquote(spec.Path.Value)
-			if r, ok := relative(path); ok && !seen[r] {
-				seen[r] = true
-				out = append(out, r)
+			r, ok := relative(path)
+			if !ok {
+				continue
+			}
+			if !slices.Contains(out.imports, r) {
+				out.imports = append(out.imports, r)
+			}
+			name := r[strings.LastIndex(r, "/")+1:]
+			if spec.Name != nil {
+				name = spec.Name.Name
+			}
+			if name == "." {
+				out.names[r] = append(out.names[r], "*") // every name, unqualified
+			}
+			local[name] = r
+		}
+		ast.Inspect(af, func(n ast.Node) bool {
+			if sel, ok := n.(*ast.SelectorExpr); ok {
+				if id, ok := sel.X.(*ast.Ident); ok && local[id.Name] != "" {
+					out.names[local[id.Name]] = append(out.names[local[id.Name]], sel.Sel.Name)
+				}
+			}
+			return true
+		})
+		for _, d := range af.Decls {
+			gd, ok := d.(*ast.GenDecl)
+			if !ok {
+				continue
+			}
+			for _, spec := range gd.Specs {
+				switch sp := spec.(type) {
+				case *ast.TypeSpec:
+					if sp.Assign.IsValid() {
+						if r := reexport(sp.Type, local); r != "" {
+							out.aliases = append(out.aliases, sp.Name.Name+" = "+r)
+						}
+					}
+				case *ast.ValueSpec:
+					if sp.Type != nil {
+						continue // a value of the name's type, not the name again
+					}
+					for i, v := range sp.Values {
+						if r := reexport(v, local); r != "" && i < len(sp.Names) {
+							out.aliases = append(out.aliases, sp.Names[i].Name+" = "+r)
+						}
+					}
+				}
+			}
+		}
+	}
+	sort.Strings(out.imports)
+	for k, v := range out.names {
+		slices.Sort(v)
+		out.names[k] = slices.Compact(v)
+	}
+	sort.Strings(out.aliases)
+	return out, nil
+}
+
+// reexport returns "pkg.Name" when e is exactly a name of a project import
+// (what a type alias or a constant re-exporting it is written as), else "".
+func reexport(e ast.Expr, local map[string]string) string {
+	if sel, ok := e.(*ast.SelectorExpr); ok {
+		if id, ok := sel.X.(*ast.Ident); ok && local[id.Name] != "" {
+			return local[id.Name] + "." + sel.Sel.Name
+		}
+	}
+	return ""
+}
+
+// nameViolations returns the uses of names that break the rules: a
+// transport uses of a transportMay package only the names listed there,
+// and no package below the transports re-exports a name of procgroup,
+// ringbuf or shlex by alias (`type Record = ringbuf.Record`, `const Stdout
+// = ringbuf.Stdout`): the coupling an alias hides is the one these rules
+// must see, so a transport names the lower package, under its rule,
+// instead. (A wrapper function is not seen; it is code of its own.)
+func nameViolations(graph map[string]facts) []string {
+	var out []string
+	for pkg, f := range graph {
+		if slices.Contains(transports, pkg) {
+			for imp, allowed := range transportMay {
+				for _, name := range f.names[imp] {
+					if !slices.Contains(allowed, name) {
+						out = append(out, fmt.Sprintf("%s uses %s.%s: a transport uses of %s only %v", pkg, imp, name, imp, allowed))
+					}
+				}
+			}
+		}
+		if slices.Contains(transports, pkg) {
+			continue // nothing of the layers below imports a transport
+		}
+		for _, a := range f.aliases {
+			from := strings.SplitN(strings.SplitN(a, " = ", 2)[1], ".", 2)[0]
+			if _, may := transportMay[from]; may || slices.Contains(processLayer, from) {
+				out = append(out, fmt.Sprintf("%s declares %s: a re-export by alias hides from these rules what a transport uses of %s", pkg, a, from))
 			}
 		}
 	}
 	sort.Strings(out)
-	return out, nil
+	return out
 }
 
 func relative(importPath string) (string, bool) {
@@ -184,7 +306,8 @@ func relative(importPath string) (string, bool) {
 
 // TestImportFlow: the module's import graph follows the flow.
 func TestImportFlow(t *testing.T) {
-	graph := moduleGraph(t)
+	facts := moduleGraph(t)
+	graph := importGraph(facts)
 	for _, pkg := range []string{"runtime", "api", "legacy", "metrics", "pycompat", "httpx", "ringbuf", "procgroup", "cmd/sandbox-runtime"} {
 		if _, ok := graph[pkg]; !ok {
 			t.Fatalf("go list did not report %s: the graph is not the module's", pkg)
@@ -193,9 +316,13 @@ func TestImportFlow(t *testing.T) {
 	for _, v := range violations(graph) {
 		t.Error(v)
 	}
+	for _, v := range nameViolations(facts) {
+		t.Error(v)
+	}
 	// The flow's edges that exist today, so that the rules above are not
 	// vacuous: the transports do reach the runtime, main wires them.
 	for _, edge := range [][2]string{{"api", "runtime"}, {"legacy", "runtime"}, {"runtime", "procgroup"}, {"runtime", "ringbuf"},
+		{"api", "ringbuf"}, {"legacy", "shlex"},
 		{"cmd/sandbox-runtime", "api"}, {"cmd/sandbox-runtime", "legacy"}} {
 		if !slices.Contains(graph[edge[0]], edge[1]) {
 			t.Errorf("%s does not import %s; the flow's description is out of date", edge[0], edge[1])
@@ -207,8 +334,8 @@ func TestImportFlow(t *testing.T) {
 func TestViolationsCatchBadGraphs(t *testing.T) {
 	good := map[string][]string{
 		"runtime":             {"procgroup", "ringbuf", "shlex"},
-		"api":                 {"runtime", "metrics", "httpx", "pycompat", "fsroot"},
-		"legacy":              {"runtime", "httpx", "pycompat"},
+		"api":                 {"runtime", "metrics", "httpx", "pycompat", "fsroot", "ringbuf", "wire"},
+		"legacy":              {"runtime", "httpx", "pycompat", "shlex"},
 		"metrics":             {"runtime"},
 		"pycompat":            {"internal/errno"},
 		"client":              {"wire"},
@@ -226,8 +353,8 @@ func TestViolationsCatchBadGraphs(t *testing.T) {
 		{"runtime imports api", "runtime", "api", "against the flow"},
 		{"procgroup imports runtime", "procgroup", "runtime", "a leaf imports no project package"},
 		{"api imports procgroup", "api", "procgroup", "skips the runtime layer"},
-		{"api imports ringbuf", "api", "ringbuf", "skips the runtime layer"},
-		{"legacy imports shlex", "legacy", "shlex", "skips the runtime layer"},
+		{"legacy imports procgroup", "legacy", "procgroup", "skips the runtime layer"},
+		{"metrics imports procgroup", "metrics", "procgroup", "skips the runtime layer"},
 		{"api imports legacy", "api", "legacy", "against the flow"},
 		{"legacy imports api", "legacy", "api", "against the flow"},
 		{"metrics imports api", "metrics", "api", "against the flow"},
@@ -269,14 +396,51 @@ func TestGraphSeesConstrainedFiles(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "other_test.go"), []byte("package api\n\nimport _ \""+module+"/ringbuf\"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	imports, err := dirImports(dir)
+	f, err := dirFacts(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
+	imports := f.imports
 	if !slices.Equal(imports, []string{"procgroup"}) {
 		t.Fatalf("imports %v; want [procgroup] (the constrained file counted, the test file not)", imports)
 	}
 	if v := violations(map[string][]string{"api": imports}); len(v) != 1 || !strings.Contains(v[0], "skips the runtime layer") {
 		t.Fatalf("violations %q; want the skip of the runtime layer", v)
+	}
+}
+
+// TestNameRules: the names a transport uses of ringbuf and shlex are the
+// listed ones, and an alias that re-exports a lower package's name is
+// caught, as written in real files (an import renamed, a dot import).
+func TestNameRules(t *testing.T) {
+	for _, tc := range []struct {
+		name, pkg, src string
+		want           string // "" for none
+	}{
+		{"the records a stream reads", "api", "import \"M/ringbuf\"\nvar r []ringbuf.Record\nvar s ringbuf.Stream = ringbuf.PTY\n", ""},
+		{"the split of a legacy command", "legacy", "import \"M/shlex\"\nvar f = shlex.Split\n", ""},
+		{"a ring of its own", "api", "import \"M/ringbuf\"\nvar r = ringbuf.New(1, 1)\n", "api uses ringbuf.New"},
+		{"a renamed import", "legacy", "import rb \"M/ringbuf\"\nvar r *rb.Ring\n", "legacy uses ringbuf.Ring"},
+		{"a dot import", "metrics", "import . \"M/shlex\"\nvar f = Split\n", "metrics uses shlex.*"},
+		{"a type alias", "runtime", "import \"M/ringbuf\"\ntype Record = ringbuf.Record\n", "runtime declares Record = ringbuf.Record"},
+		{"a constant re-exported", "runtime", "import \"M/ringbuf\"\nconst (\n\tA = 1\n\tStdout = ringbuf.Stdout\n)\n", "runtime declares Stdout = ringbuf.Stdout"},
+		{"a type of its own is no alias", "runtime", "import \"M/ringbuf\"\ntype Record ringbuf.Record\n", ""},
+	} {
+		dir := t.TempDir()
+		src := "package " + tc.pkg + "\n\n" + strings.ReplaceAll(tc.src, "M/", module+"/")
+		if err := os.WriteFile(filepath.Join(dir, "f.go"), []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		f, err := dirFacts(dir)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		v := nameViolations(map[string]facts{tc.pkg: f})
+		switch {
+		case tc.want == "" && len(v) != 0:
+			t.Errorf("%s: violations %q; want none", tc.name, v)
+		case tc.want != "" && (len(v) != 1 || !strings.HasPrefix(v[0], tc.want)):
+			t.Errorf("%s: violations %q; want one starting %q", tc.name, v, tc.want)
+		}
 	}
 }
