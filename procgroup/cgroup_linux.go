@@ -318,6 +318,27 @@ func (t *cgroupTree) newCommand() (*cmdCgroup, int, error) {
 	return &cmdCgroup{dir: pc.dir, mem: t.memEvents.Load() == 1}, pc.fd, nil
 }
 
+// replacePool discards every pre-made cgroup of the pool (a cgroup.kill of
+// their parent, or a command that removed some, has made them unusable; which
+// ones cannot be told from here) and has the worker make new ones. why is
+// logged.
+func (t *cgroupTree) replacePool(why string) {
+	n := 0
+	for {
+		select {
+		case pc := <-t.pool:
+			unix.Close(pc.fd)
+			t.release(&cmdCgroup{dir: pc.dir})
+			n++
+			continue
+		default:
+		}
+		break
+	}
+	t.kick()
+	t.log.Warn("the pre-made command cgroups were replaced", zap.String("reason", why), zap.Int("discarded", n))
+}
+
 // makeCgroup creates the next command cgroup, c<N>, and opens it. The first
 // one made tells whether command cgroups have memory.events.
 func (t *cgroupTree) makeCgroup() (pooledCgroup, error) {
@@ -661,15 +682,25 @@ func (t *cgroupTree) relocate(reason string, always bool) error {
 }
 
 // killedAtFork reports whether the child pid (not reaped: the caller holds
-// forkMu's read lock) is already dead by SIGKILL without having run the
-// program: still named as the runtime (comm) when it died. The kernel does
-// this to a child cloned with CLONE_INTO_CGROUP by a parent whose own
-// cgroup was killed (its kill sequence is compared with the target's).
-// One waitid (WNOHANG|WNOWAIT: left for the reaper) in the common case.
+// forkMu's read lock) died by SIGKILL without having run the program. The
+// kernel does this to a child cloned with CLONE_INTO_CGROUP when a
+// cgroup.kill was written of the runtime's own cgroup or of the target's.
+//
+// No race: ForkExec returns once the child has exec'd or is past releasing
+// its memory on the way out (the exec-status pipe closes on exec, or when
+// the exiting child drops its files, which comes after its mm is gone). So
+// a child that is not a zombie yet has an mm of its own (it exec'd: /proc
+// statm is not all 0) or is exiting; the exiting one is waited for (bounded)
+// and judged as a zombie: SIGKILL, and still named as the runtime (comm)
+// when it died. The normal path costs one waitid and one read of a tiny
+// /proc file. A command that is the runtime's own binary (same comm) and is
+// SIGKILLed before the check would be taken for one that never ran, and
+// forked once more; nothing else can be.
 func killedAtFork(pid int) bool {
-	var info unix.Siginfo
-	if err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOHANG|unix.WNOWAIT, nil); err != nil || info.Signo == 0 {
-		return false // still running (or not ours to judge)
+	if !zombieNow(pid) {
+		if hasMM(pid) || !waitExited(pid, exitWait) {
+			return false // it exec'd (or is not ours to judge)
+		}
 	}
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
@@ -687,6 +718,58 @@ func killedAtFork(pid int) bool {
 	}
 	code, err := strconv.Atoi(fields[len(fields)-1])
 	return err == nil && code == int(unix.SIGKILL) && comm == selfComm()
+}
+
+// exitWait bounds the wait for a child that is exiting to become a zombie
+// (microseconds, unless the machine is starved).
+const exitWait = 2 * time.Second
+
+// zombieNow reports whether the child pid has exited (left for the reaper:
+// WNOWAIT).
+func zombieNow(pid int) bool {
+	var info unix.Siginfo
+	err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOHANG|unix.WNOWAIT, nil)
+	return err == nil && info.Signo != 0
+}
+
+// hasMM reports whether the process has an address space: the first field
+// of /proc/<pid>/statm is 0 once an exiting process released its mm. An
+// unreadable file counts as yes (nothing to judge by).
+func hasMM(pid int) bool {
+	var buf [128]byte
+	b, err := readSmall("/proc/"+strconv.Itoa(pid)+"/statm", buf[:])
+	if err != nil {
+		return true
+	}
+	size, _, _ := bytes.Cut(b, []byte(" "))
+	return string(size) != "0"
+}
+
+// waitExited waits at most d for the exiting child pid to become a zombie:
+// poll on a pidfd (readable once it has exited), else waitid checks.
+func waitExited(pid int, d time.Duration) bool {
+	if fd, err := unix.PidfdOpen(pid, 0); err == nil {
+		defer unix.Close(fd)
+		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		deadline := time.Now().Add(d)
+		for {
+			n, err := unix.Poll(fds, int(time.Until(deadline)/time.Millisecond)+1)
+			if n > 0 {
+				return zombieNow(pid)
+			}
+			if err != unix.EINTR || time.Now().After(deadline) {
+				return false
+			}
+		}
+	}
+	deadline := time.Now().Add(d)
+	for !zombieNow(pid) {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(50 * time.Microsecond) // no pidfd: nothing to wait on
+	}
+	return true
 }
 
 var (

@@ -3,9 +3,11 @@
 package reliability
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -71,17 +73,71 @@ func TestCgroupSameUIDCommandCannotDoomLaterCommands(t *testing.T) {
 		}
 	}
 
-	code, out = d.runSh(mnt + `cg=$m$(sed -n 's/^0:://p' /proc/1/cgroup); echo "$cg"; echo 1 > "$cg/cgroup.kill" && echo killed-leaf`)
-	if code != 0 || !strings.Contains(out, "killed-leaf") {
-		t.Fatalf("the command that kills the daemon's leaf: exit %d %q", code, out)
-	}
-	for i := range 3 {
-		if code, out := d.runSh("echo after-" + string(rune('a'+i))); code != 0 || out != "after-"+string(rune('a'+i))+"\n" {
-			t.Fatalf("a command after the daemon's leaf was killed %d: exit %d output %q; want 0 and its output", i, code, out)
+	// The daemon's leaf killed, again and again (issue 20 item 10 and D1):
+	// the child of the next fork dies before it runs, but ForkExec returns
+	// before it is a zombie, so one look right after the fork missed it
+	// about one time in five and the command was reported as exited -9
+	// with no output.
+	const killLeaf = mnt + `echo 1 > "$m$(sed -n 's/^0:://p' /proc/1/cgroup)/cgroup.kill" && echo killed-leaf`
+	const rounds = 20
+	for i := range rounds {
+		if code, out := d.runSh(killLeaf); code != 0 || !strings.Contains(out, "killed-leaf") {
+			t.Fatalf("round %d: the command that kills the daemon's leaf: exit %d %q", i, code, out)
+		}
+		want := fmt.Sprintf("after-%d\n", i)
+		if code, out := d.runSh("echo after-" + strconv.Itoa(i)); code != 0 || out != want {
+			t.Fatalf("round %d: a command after the daemon's leaf was killed: exit %d output %q; want 0 and %q", i, code, out, want)
 		}
 	}
-	if n := d.logCount("the runtime moved into a fresh cgroup leaf"); n < 2 {
-		t.Errorf("%d fresh-leaf moves logged; want one for each attack", n)
+	if n := d.logCount("the runtime moved into a fresh cgroup leaf"); n < 1+rounds {
+		t.Errorf("%d fresh-leaf moves logged; want one for each attack (%d)", n, 1+rounds)
+	}
+
+	// The same with a command that kills the daemon's leaf every 50 ms
+	// (bounded: 200 times) while others run.
+	loop := d.mustCreate(map[string]any{"argv": []string{"sh", "-c", mnt + `for i in $(seq 200); do echo 1 > "$m$(sed -n 's/^0:://p' /proc/1/cgroup)/cgroup.kill"; sleep 0.05; done`}, "timeout": 60})
+	defer d.kill(loop.CommandID)
+	bad := 0
+	for i := range 60 {
+		want := fmt.Sprintf("loop-%d\n", i)
+		if code, out := d.runSh("echo loop-" + strconv.Itoa(i)); code != 0 || out != want {
+			bad++
+			t.Errorf("command %d while the daemon's leaf is killed every 50 ms: exit %d output %q; want 0 and %q", i, code, out, want)
+		}
+	}
+	t.Logf("60 commands under a cgroup.kill loop: %d wrong", bad)
+}
+
+// TestCgroupKilledCommandsParentIsNotTheDaemonsLeaf (D3): a command writes
+// cgroup.kill of the commands' parent cgroup. That kills every running
+// command (the writer too) and dooms the pre-made pool cgroups, not the
+// daemon's leaf. Before: the next 3 creates failed with 503 "the runtime's
+// cgroup was killed and it could not move into a fresh one". Now the pool
+// is replaced, the daemon stays in its leaf, and the next commands run.
+func TestCgroupKilledCommandsParentIsNotTheDaemonsLeaf(t *testing.T) {
+	d, tree := cgroupDaemon(t)
+	for round := range 3 {
+		code, out := d.runSh(`echo 1 > ` + tree + `/commands/cgroup.kill; sleep 5; echo not-killed`)
+		if code != -9 || strings.Contains(out, "not-killed") {
+			t.Fatalf("round %d: the command that kills the commands' parent: exit %d %q; want -9 (it is one of them)", round, code, out)
+		}
+		for i := range 5 {
+			want := fmt.Sprintf("next-%d-%d\n", round, i)
+			st, err := d.create(map[string]any{"argv": []string{"echo", fmt.Sprintf("next-%d-%d", round, i)}, "timeout": 30})
+			if err != nil {
+				t.Fatalf("round %d: create %d after the commands' parent was killed: %v", round, i, err)
+			}
+			fin := d.mustWaitFinished(st.CommandID, 30*time.Second)
+			if out := d.outputOf(st.CommandID); fin.exitCode() != 0 || out != want {
+				t.Fatalf("round %d: command %d: exit %d output %q; want 0 and %q", round, i, fin.exitCode(), out, want)
+			}
+		}
+	}
+	if n := d.logCount("the runtime moved into a fresh cgroup leaf"); n != 0 {
+		t.Errorf("the daemon moved %d times; its leaf was never killed", n)
+	}
+	if n := d.logCount("the pre-made command cgroups were replaced"); n < 1 {
+		t.Errorf("no pool replacement logged")
 	}
 }
 
