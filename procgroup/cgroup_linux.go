@@ -87,6 +87,12 @@ type cgroupTree struct {
 
 	seq seqCounter
 
+	// What buildCgroupTree set up, for rebuild: the controllers enabled
+	// for the commands and the pids.max of commands (0: none).
+	enabled []string
+	pidsMax int64
+	buildMu sync.Mutex // serialises rebuild
+
 	mu        sync.Mutex
 	lingering []string // command cgroups that still had members when released
 	doomed    []string // released command cgroups the worker has yet to remove
@@ -192,7 +198,7 @@ func buildCgroupTree(log *zap.Logger, opts CgroupOptions) (*cgroupTree, string, 
 	t := &cgroupTree{
 		log:      log,
 		root:     root,
-		base:     filepath.Join(root, fmt.Sprintf("sandbox-runtime-%d-%d-%08x", os.Getpid(), startTime(os.Getpid()), rand.Uint32())),
+		base:     filepath.Join(root, fmt.Sprintf("sandbox-runtime-%d-%d-%d-%08x", os.Getpid(), startTime(os.Getpid()), pidNamespace(), rand.Uint32())),
 		commands: "",
 		orig:     filepath.Join(mount, own),
 	}
@@ -243,6 +249,7 @@ func buildCgroupTree(log *zap.Logger, opts CgroupOptions) (*cgroupTree, string, 
 	for _, c := range enabled {
 		enableController(t.commands, c)
 	}
+	t.enabled = enabled
 	reason := "cgroup v2 tree " + root + " is writable"
 	if containsString(enabled, "pids") {
 		headroom := opts.PidsHeadroom
@@ -258,6 +265,7 @@ func buildCgroupTree(log *zap.Logger, opts CgroupOptions) (*cgroupTree, string, 
 			if err := writeFile(filepath.Join(t.commands, "pids.max"), strconv.FormatInt(max, 10)); err != nil {
 				log.Warn("cannot set pids.max for commands", zap.Error(err))
 			} else {
+				t.pidsMax = max
 				reason += fmt.Sprintf("; commands are limited to %d tasks, %d kept for the runtime", max, headroom)
 			}
 		}
@@ -311,7 +319,11 @@ func (t *cgroupTree) newCommand() (*cmdCgroup, int, error) {
 	default:
 		t.kick()
 		var err error
-		if pc, err = t.makeCgroup(); err != nil {
+		pc, err = t.makeCgroup()
+		if os.IsNotExist(err) && t.rebuild("the command cgroups' parent was removed") == nil {
+			pc, err = t.makeCgroup()
+		}
+		if err != nil {
 			return nil, -1, err
 		}
 	}
@@ -644,6 +656,45 @@ func (t *cgroupTree) checkSelf() {
 	t.relocate("the runtime was moved out of its cgroup leaf (into "+strings.TrimPrefix(unifiedLine(b), "0::")+"), by a command sharing its uid", false)
 }
 
+// rebuild makes the tree's base and commands cgroups again where they are
+// gone, with the controllers and the pids.max they had. A command sharing
+// the runtime's uid can remove them once they are empty (after moving the
+// runtime out of its leaf), and so can another runtime's removeStale that
+// took the tree for a dead runtime's. why is logged when anything was made.
+func (t *cgroupTree) rebuild(why string) error {
+	t.buildMu.Lock()
+	defer t.buildMu.Unlock()
+	var made []string
+	for _, d := range []string{t.base, t.commands} {
+		if fileExists(d) {
+			continue
+		}
+		if err := os.Mkdir(d, 0o755); err != nil && !os.IsExist(err) {
+			t.log.Error("cannot make the runtime's cgroup tree again", zap.String("reason", why), zap.String("cgroup", d), zap.Error(err))
+			return err
+		}
+		made = append(made, d)
+		if d == t.base {
+			for _, c := range t.enabled {
+				enableController(d, c)
+			}
+		}
+	}
+	if len(made) == 0 {
+		return nil
+	}
+	if containsString(made, t.commands) {
+		for _, c := range t.enabled {
+			enableController(t.commands, c)
+		}
+		if t.pidsMax > 0 {
+			writeFile(filepath.Join(t.commands, "pids.max"), strconv.FormatInt(t.pidsMax, 10))
+		}
+	}
+	t.log.Warn("the runtime's cgroup tree was gone and was made again", zap.String("reason", why), zap.Strings("made", made))
+	return nil
+}
+
 // relocate moves the runtime into a fresh leaf, base/daemon-<N>, and
 // removes the old one if it is empty: a leaf whose cgroup.kill was written,
 // or that a command moved the runtime out of, is not trusted again. Unless
@@ -664,7 +715,16 @@ func (t *cgroupTree) relocate(reason string, always bool) error {
 	old := t.daemon
 	t.leaves++
 	d := filepath.Join(t.base, "daemon-"+strconv.Itoa(t.leaves))
-	if err := os.Mkdir(d, 0o755); err != nil {
+	err := os.Mkdir(d, 0o755)
+	if os.IsNotExist(err) {
+		// The tree itself is gone (another runtime took it for a dead
+		// one's while this runtime was out of its leaf, or a command
+		// removed it): made again, not given up for process groups.
+		if err = t.rebuild(reason); err == nil {
+			err = os.Mkdir(d, 0o755)
+		}
+	}
+	if err != nil {
 		t.log.Error("cannot make a fresh cgroup leaf for the runtime", zap.String("reason", reason), zap.String("cgroup", d), zap.Error(err))
 		return err
 	}
@@ -784,22 +844,28 @@ func selfComm() string {
 }
 
 // removeStale removes the trees of runtimes that are gone (killed before
-// they could clean up). A tree is sandbox-runtime-<pid>-<start>-<rand>,
-// <start> being the start time of process <pid> (clock ticks since boot,
-// /proc/<pid>/stat): its owner is alive when a process <pid> with that start
-// time is (a PID-1 runtime's tree names pid 1, which is always alive: the
-// start time tells a restarted runtime from the one that made the tree).
-// Older trees are sandbox-runtime-<pid>-<rand> and judged by the pid alone
-// (by their daemon leaves alone when the pid is 1).
+// they could clean up). A tree is sandbox-runtime-<pid>-<start>-<ns>-<rand>:
+// <start> is the start time of process <pid> (clock ticks since boot,
+// /proc/<pid>/stat) and <ns> the inode of its pid namespace. Pid and start
+// time are judged only within the same pid namespace: its owner is alive
+// when a process <pid> with that start time is (a PID-1 runtime's tree names
+// pid 1, which is always alive: the start time tells a restarted runtime
+// from the one that made the tree). A tree of another pid namespace tells
+// nothing by its name here (the pid 1 there is not the pid 1 here), and is
+// judged by its daemon leaves alone. Older trees are
+// sandbox-runtime-<pid>-<start>-<rand> (judged by pid and start time) and
+// sandbox-runtime-<pid>-<rand> (by the pid alone; by the leaves when it is 1).
 //
 // A tree whose owner is not alive here is stale when none of its daemon
 // leaves (daemon, daemon-<N>) has a process and either it has one (its
 // runtime moved in) or it is older than staleUnmovedAge (a runtime that
 // did not move itself, e.g. a test). A process in another pid namespace
-// shows as 0 in cgroup.procs, so a live runtime there keeps its tree; one
-// that started under staleBuildAge ago may still be moving into its leaf
-// and is left too. rmdir only ever removes empty cgroups, so a command
-// cgroup that still has processes stays in any case.
+// shows as 0 in cgroup.procs, so a live runtime there keeps its tree while
+// it is in its leaf; one that a command moved out loses it, and rebuilds it
+// (cgroupTree.rebuild) at its next command. One that started under
+// staleBuildAge ago may still be moving into its leaf and is left too.
+// rmdir only ever removes empty cgroups, so a command cgroup that still has
+// processes stays in any case.
 func removeStale(root string) {
 	entries, err := os.ReadDir(root)
 	if err != nil {
@@ -906,9 +972,11 @@ const staleUnmovedAge = 10 * time.Minute
 const staleBuildAge = 5 * time.Second
 
 // ownerAlive reports whether the owner named by a tree
-// (sandbox-runtime-<pid>-<start>-<rand>, or the older
-// sandbox-runtime-<pid>-<rand>) is a live process here, or may be a runtime
-// that started under staleBuildAge ago.
+// (sandbox-runtime-<pid>-<start>-<ns>-<rand>, or the older
+// sandbox-runtime-<pid>-<start>-<rand> and sandbox-runtime-<pid>-<rand>) is
+// a live process of this pid namespace, or may be a runtime that started
+// under staleBuildAge ago (start times count from boot in every pid
+// namespace).
 func ownerAlive(name string) bool {
 	parts := strings.Split(strings.TrimPrefix(name, "sandbox-runtime-"), "-")
 	if len(parts) < 2 {
@@ -927,11 +995,35 @@ func ownerAlive(name string) bool {
 	if err != nil {
 		return false
 	}
-	if st := startTime(pid); st != 0 && st == start {
+	here := true
+	if len(parts) >= 4 {
+		// Another pid namespace's owner cannot be looked up here: only
+		// its daemon leaves (and its age) tell.
+		ns, err := strconv.ParseUint(parts[2], 10, 64)
+		here = err == nil && ns == pidNamespace()
+	}
+	if st := startTime(pid); here && st != 0 && st == start {
 		return true
 	}
 	now := uptimeTicks()
 	return now == 0 || now < start+uint64(staleBuildAge/time.Second)*clockTicks
+}
+
+var (
+	pidNSOnce sync.Once
+	pidNSIno  uint64
+)
+
+// pidNamespace returns the inode of the runtime's pid namespace (the
+// number in /proc/self/ns/pid, "pid:[N]"), or 0.
+func pidNamespace() uint64 {
+	pidNSOnce.Do(func() {
+		var st unix.Stat_t
+		if unix.Stat("/proc/self/ns/pid", &st) == nil {
+			pidNSIno = st.Ino
+		}
+	})
+	return pidNSIno
 }
 
 // clockTicks is USER_HZ, the unit of /proc/<pid>/stat's start time: 100 on

@@ -734,11 +734,14 @@ func (r *Reaper) recoverFork(path string, argv []string, attr *syscall.ProcAttr,
 			return refuse("the command cgroups are removed as soon as they are made (by a command sharing the runtime's uid)")
 		}
 		pc, merr := r.cg.makeCgroup()
-		if merr != nil {
-			r.cg.checkSelf() // the tree may be gone: rebuilt there
-			if pc, merr = r.cg.makeCgroup(); merr != nil {
-				return refuse("cannot make a fresh command cgroup in " + r.cg.commands + ": " + errnoOf(merr).Error())
+		if merr != nil && os.IsNotExist(merr) {
+			// The commands' parent is gone too: made again.
+			if r.cg.rebuild("the command cgroups' parent was removed") == nil {
+				pc, merr = r.cg.makeCgroup()
 			}
+		}
+		if merr != nil {
+			return refuse("cannot make a fresh command cgroup in " + r.cg.commands + ": " + errnoOf(merr).Error())
 		}
 		cg, cgfd = &cmdCgroup{dir: pc.dir, mem: r.cg.memEvents.Load() == 1}, pc.fd
 		attr.Sys.UseCgroupFD, attr.Sys.CgroupFD = true, cgfd

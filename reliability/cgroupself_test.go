@@ -173,3 +173,82 @@ func TestCgroupOtherUIDCommandCannotWriteDaemonFiles(t *testing.T) {
 		return nil
 	})
 }
+
+// TestCgroupRemovedPoolIsReplaced (D2): a command sharing the daemon's uid
+// removes the daemon's pre-made (empty) command cgroups. Before: every
+// later create failed with a false `422 spawn_failed "exec \"echo\": no
+// such file or directory"` (clone3 into a removed cgroup). Now the pool is
+// replaced and the command runs.
+func TestCgroupRemovedPoolIsReplaced(t *testing.T) {
+	d, tree := cgroupDaemon(t)
+	for round := range 3 {
+		code, out := d.runSh(`n=0; for c in ` + tree + `/commands/c*/; do rmdir "$c" 2>/dev/null && n=$((n+1)); done; echo "removed $n"`)
+		if code != 0 || !strings.Contains(out, "removed ") || strings.Contains(out, "removed 0") {
+			t.Fatalf("round %d: the command that removes the pool: exit %d %q", round, code, out)
+		}
+		for i := range 3 {
+			want := fmt.Sprintf("next-%d-%d\n", round, i)
+			st, err := d.create(map[string]any{"argv": []string{"echo", fmt.Sprintf("next-%d-%d", round, i)}, "timeout": 30})
+			if err != nil {
+				t.Fatalf("round %d: create %d after the pool was removed: %v", round, i, err)
+			}
+			fin := d.mustWaitFinished(st.CommandID, 30*time.Second)
+			if out := d.outputOf(st.CommandID); fin.exitCode() != 0 || out != want {
+				t.Fatalf("round %d: command %d: exit %d output %q; want 0 and %q", round, i, fin.exitCode(), out, want)
+			}
+		}
+	}
+}
+
+// TestCgroupRemovedTreeIsRebuilt (D2): a command moves the daemon out of
+// its leaf, to the root cgroup, and the daemon's whole tree is then
+// removed, as another PID-1 daemon sharing the cgroup root did (it took
+// the tree, whose leaves were empty, for a dead runtime's). Before: the
+// daemon fell back to process groups silently. Now it makes the tree
+// again, moves into a leaf of it, and commands run in cgroups of their own.
+func TestCgroupRemovedTreeIsRebuilt(t *testing.T) {
+	d, tree := cgroupDaemon(t)
+	const mnt = `m=$(grep -m1 ' - cgroup2 ' /proc/self/mountinfo | cut -d' ' -f5); `
+	if code, out := d.runSh(mnt + `echo 1 > "$m/cgroup.procs" && grep 0:: /proc/1/cgroup`); code != 0 || !strings.Contains(out, "0::/\n") {
+		t.Fatalf("the command that moves PID 1 to the root cgroup: exit %d %q", code, out)
+	}
+	// What another runtime's removeStale does: every empty cgroup of the
+	// tree, deepest first (the finished command's cgroup may linger a
+	// moment until the daemon removes it).
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var dirs []string
+		filepath.Walk(tree, func(p string, fi os.FileInfo, err error) error {
+			if err == nil && fi.IsDir() {
+				dirs = append(dirs, p)
+			}
+			return nil
+		})
+		for i := len(dirs) - 1; i >= 0; i-- {
+			syscall.Rmdir(dirs[i])
+		}
+		if _, err := os.Stat(tree); os.IsNotExist(err) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("cannot remove %s: %v", tree, dirs)
+		}
+		time.Sleep(20 * time.Millisecond) // polling for the daemon to release the last command cgroup
+	}
+	for i := range 3 {
+		code, out := d.runSh(`echo run-` + strconv.Itoa(i) + `; sed -n 's/^0:://p' /proc/self/cgroup /proc/1/cgroup`)
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		if code != 0 || len(lines) != 3 || lines[0] != "run-"+strconv.Itoa(i) {
+			t.Fatalf("command %d after the tree was removed: exit %d %q", i, code, out)
+		}
+		if !strings.Contains(lines[1], "/commands/c") || !strings.Contains(lines[2], "/daemon-") {
+			t.Errorf("command %d: its cgroup %q and the daemon's %q; want a command cgroup and a fresh daemon leaf of the rebuilt tree", i, lines[1], lines[2])
+		}
+	}
+	if _, err := os.Stat(tree + "/commands"); err != nil {
+		t.Errorf("the tree was not made again: %v", err)
+	}
+	if n := d.logCount("the runtime's cgroup tree was gone and was made again"); n < 1 {
+		t.Errorf("no rebuild logged")
+	}
+}
