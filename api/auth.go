@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sandbox-runtime/sandbox-runtime/wire"
 	"go.uber.org/zap"
 )
 
@@ -31,7 +32,8 @@ const MaxTokenFileBytes = 4 << 10
 // without surrounding whitespace. It refuses (with an error that never
 // contains the token) a file that is missing or unreadable, not a regular
 // file once symlinks are followed (a FIFO, a device, a directory: the open
-// never blocks on one), larger than MaxTokenFileBytes, or blank.
+// never blocks on one), larger than MaxTokenFileBytes, blank, or holding
+// what no request can send as a bearer token (wire.CheckToken).
 func ReadTokenFile(path string) ([]byte, error) {
 	// O_NONBLOCK: opening a FIFO or a device neither waits for a writer
 	// nor for a carrier. Symlinks are followed (a Kubernetes secret volume
@@ -61,6 +63,11 @@ func ReadTokenFile(path string) ([]byte, error) {
 	tok := []byte(strings.TrimSpace(string(data)))
 	if len(tok) == 0 {
 		return nil, errors.New("the file is empty")
+	}
+	// A token no request can send (a second line, NUL, a BOM) would
+	// refuse every request while looking like auth is on.
+	if err := wire.CheckToken(string(tok)); err != nil {
+		return nil, err
 	}
 	return tok, nil
 }
@@ -96,7 +103,7 @@ func fileKind(m fs.FileMode) string {
 // The file is read by one goroutine (run), every tokenRecheck; requests
 // only load the token it last read, so no request ever waits on file I/O.
 // A re-read that fails (the file is gone, unreadable, not a regular file,
-// too large or blank) keeps the last good token and is logged at error
+// too large, blank, or a token no request can send) keeps the last good token and is logged at error
 // level with the cause each time (at most once per tokenRecheck); the
 // recovery is logged once. Before any good read every protected request is
 // refused.

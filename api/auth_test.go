@@ -238,6 +238,14 @@ func TestAuthTokenFileFailureLogged(t *testing.T) {
 	}
 	authWriteFile(t, path, "   ") // blank: the last token still holds, logged as empty
 	authUntilLogged(t, ts, logs, "empty")
+	// Tokens no request can send (D5): before, each replaced the last good
+	// token and every request was then refused.
+	authWriteFile(t, path, "s3cret\nn3w\n")
+	authUntilLogged(t, ts, logs, "second line")
+	authWriteFile(t, path, "n3w\x00\n")
+	authUntilLogged(t, ts, logs, "control byte")
+	authWriteFile(t, path, "\uFEFFn3w\n")
+	authUntilLogged(t, ts, logs, "byte-order mark")
 	authWriteFile(t, path, "n3w\n")
 	authUntil(t, ts, req, authBearer("n3w"), http.StatusOK)
 	authExpect(t, ts, req, authBearer("s3cret"), true)

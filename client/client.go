@@ -119,6 +119,13 @@ func New(baseURL string, o Options) (*Client, error) {
 	if u.RawQuery != "" || u.Fragment != "" {
 		return nil, fmt.Errorf("the URL %q must not have a query or fragment", baseURL)
 	}
+	if o.Token != "" {
+		// A token no header can carry fails every request the same way;
+		// refused here, never retried (the error never shows it).
+		if err := wire.CheckToken(o.Token); err != nil {
+			return nil, fmt.Errorf("unusable token: %v", err)
+		}
+	}
 	u.Path = strings.TrimRight(u.Path, "/")
 	u.RawPath = ""
 	c := &Client{base: u, token: o.Token, hc: o.HTTPClient, retryFor: o.RetryFor, dialer: &net.Dialer{Timeout: 10 * time.Second}}
