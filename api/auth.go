@@ -111,15 +111,21 @@ type tokenAuth struct {
 	path string
 	log  *zap.Logger
 
-	token  atomic.Pointer[[]byte] // the last good token; nil: none yet
-	failed bool                   // the last re-read failed; owned by run
-	done   chan struct{}          // closed when run has returned
+	read   func(string) ([]byte, error) // ReadTokenFile; a test's stand-in
+	token  atomic.Pointer[[]byte]       // the last good token; nil: none yet
+	failed bool                         // the last re-read failed; owned by run
+	done   chan struct{}                // closed when run has returned
 }
 
 // newTokenAuth reads the file once and, with a file configured, re-reads
 // it every tokenRecheck until ctx is done (stop waits for that).
 func newTokenAuth(ctx context.Context, path string, log *zap.Logger) *tokenAuth {
-	a := &tokenAuth{path: path, log: log, done: make(chan struct{})}
+	return newTokenAuthReading(ctx, path, log, ReadTokenFile)
+}
+
+// newTokenAuthReading is newTokenAuth reading the file with read.
+func newTokenAuthReading(ctx context.Context, path string, log *zap.Logger, read func(string) ([]byte, error)) *tokenAuth {
+	a := &tokenAuth{path: path, log: log, read: read, done: make(chan struct{})}
 	if path == "" {
 		close(a.done)
 		return a
@@ -143,14 +149,30 @@ func (a *tokenAuth) run(ctx context.Context) {
 	}
 }
 
-// stop waits for the re-reading goroutine to end; its context must be done.
-func (a *tokenAuth) stop() { <-a.done }
+// tokenStopWait bounds how long stop waits for the re-reading goroutine: a
+// read that never returns (a hung network file system, a FUSE file whose
+// server stopped) must not hold shutdown past its budget.
+const tokenStopWait = time.Second
+
+// stop waits (at most tokenStopWait) for the re-reading goroutine to end;
+// its context must be done. A goroutine stuck in a read is left behind,
+// logged: the process is about to exit.
+func (a *tokenAuth) stop() {
+	t := time.NewTimer(tokenStopWait)
+	defer t.Stop()
+	select {
+	case <-a.done:
+	case <-t.C:
+		a.log.Warn("the token file's re-read is stuck in a read that does not return; shutting down without waiting for it",
+			zap.String("token_file", a.path), zap.Duration("waited", tokenStopWait))
+	}
+}
 
 // reload reads the file once. Only newTokenAuth and run call it, one at a
 // time. Re-read on every tick: a rewrite with a token of the same size
 // within one mtime tick must not go unnoticed, and the file is small.
 func (a *tokenAuth) reload() {
-	tok, err := ReadTokenFile(a.path)
+	tok, err := a.read(a.path)
 	if err != nil {
 		kept := a.token.Load() != nil
 		msg := "token file unusable: every protected request is refused until it is fixed"
