@@ -3,7 +3,9 @@
 package reliability
 
 import (
+	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -89,8 +91,27 @@ func TestCgroupSameUIDCommandCannotDoomLaterCommands(t *testing.T) {
 			t.Fatalf("round %d: a command after the daemon's leaf was killed: exit %d output %q; want 0 and %q", i, code, out, want)
 		}
 	}
-	if n := d.logCount("the runtime moved into a fresh cgroup leaf"); n < 1+rounds {
-		t.Errorf("%d fresh-leaf moves logged; want one for each attack (%d)", n, 1+rounds)
+	// The legacy route runs through the same fork: before, it answered
+	// {"stdout":"","exit_code":-9} as often.
+	for i := range 5 {
+		if code, out := d.runSh(killLeaf); code != 0 || !strings.Contains(out, "killed-leaf") {
+			t.Fatalf("legacy round %d: the command that kills the daemon's leaf: exit %d %q", i, code, out)
+		}
+		req, _ := http.NewRequest("POST", d.url+"/execute", strings.NewReader(`{"command":"echo legacy-`+strconv.Itoa(i)+`"}`))
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := d.client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var a execAnswer
+		err = json.NewDecoder(resp.Body).Decode(&a)
+		resp.Body.Close()
+		if want := fmt.Sprintf("legacy-%d\n", i); err != nil || resp.StatusCode != 200 || a.Stdout != want || a.ExitCode != 0 {
+			t.Fatalf("legacy round %d: POST /execute after the daemon's leaf was killed: %d %+v %v; want 200, exit 0 and %q", i, resp.StatusCode, a, err, want)
+		}
+	}
+	if n := d.logCount("the runtime moved into a fresh cgroup leaf"); n < 1+rounds+5 {
+		t.Errorf("%d fresh-leaf moves logged; want one for each attack (%d)", n, 1+rounds+5)
 	}
 
 	// The same with a command that kills the daemon's leaf every 50 ms
