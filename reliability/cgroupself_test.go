@@ -273,3 +273,53 @@ func TestCgroupRemovedTreeIsRebuilt(t *testing.T) {
 		t.Errorf("no rebuild logged")
 	}
 }
+
+// TestCgroupTreeRemovedByAnotherDaemonIsRebuilt (D2's sibling): two PID-1
+// daemons share a cgroup root. A command of the first moves it out of its
+// leaf (to the root); the second, starting, takes the first's tree (empty
+// leaves, a pid 1 that is not its owner) for a dead runtime's and removes
+// it. Before: the first could make no command cgroup any more (false "no
+// such file" refusals, or process groups only). Now it makes its tree
+// again, moves into a leaf of it, and its commands run in cgroups of it.
+func TestCgroupTreeRemovedByAnotherDaemonIsRebuilt(t *testing.T) {
+	a, tree := cgroupDaemon(t)
+	const mnt = `m=$(grep -m1 ' - cgroup2 ' /proc/self/mountinfo | cut -d' ' -f5); `
+	if code, out := a.runSh(mnt + `echo 1 > "$m/cgroup.procs" && grep 0:: /proc/1/cgroup`); code != 0 || !strings.Contains(out, "0::/\n") {
+		t.Fatalf("the command that moves PID 1 to the root cgroup: exit %d %q", code, out)
+	}
+	// A tree whose owner started under 5 s ago may still be moving in and
+	// is left alone: wait (bounded) until the first daemon's tree is older
+	// than that by the start time in its name.
+	parts := strings.Split(strings.TrimPrefix(filepath.Base(tree), "sandbox-runtime-"), "-")
+	start, err := strconv.ParseFloat(parts[1], 64)
+	if err != nil {
+		t.Fatalf("tree name %s: %v", tree, err)
+	}
+	for deadline := time.Now().Add(15 * time.Second); ; {
+		b, _ := os.ReadFile("/proc/uptime")
+		up, _ := strconv.ParseFloat(strings.Fields(string(b))[0], 64)
+		if up*100 > start+700 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("uptime %v never passed the tree's start %v + 7 s", up, start/100)
+		}
+		time.Sleep(100 * time.Millisecond) // waiting on the clock itself
+	}
+	cgroupDaemon(t) // the second daemon: its start removes stale trees
+	if _, err := os.Stat(tree); !os.IsNotExist(err) {
+		t.Fatalf("the second daemon left the first's tree (%v): the attack did not happen", err)
+	}
+	for i := range 3 {
+		code, out := a.runSh(`echo run-` + strconv.Itoa(i) + `; sed -n 's/^0:://p' /proc/self/cgroup /proc/1/cgroup`)
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		if code != 0 || len(lines) != 3 || lines[0] != "run-"+strconv.Itoa(i) {
+			t.Fatalf("command %d of the first daemon after the second started: exit %d %q", i, code, out)
+		}
+		// The paths are relative to the cgroup2 mount; tree is absolute.
+		cut := strings.Index(lines[1], "/commands/c")
+		if cut <= 0 || !strings.HasSuffix(tree, lines[1][:cut]) || !strings.HasPrefix(lines[2], lines[1][:cut]+"/daemon-") {
+			t.Errorf("command %d: its cgroup %q and the daemon's %q; want a command cgroup and a fresh daemon leaf of %s", i, lines[1], lines[2], tree)
+		}
+	}
+}
