@@ -720,7 +720,7 @@ func (r *Reaper) recoverFork(path string, argv []string, attr *syscall.ProcAttr,
 		attr.Sys.UseCgroupFD, attr.Sys.CgroupFD = false, 0
 		switch {
 		case try == 0 && killed:
-			r.cg.replacePool("a command was killed by the kernel before it ran: its pre-made cgroup was killed")
+			r.cg.replacePool("a command was killed by the kernel before it ran: a cgroup.kill of its pre-made cgroup's parent or of the runtime's leaf; a fresh cgroup tells which")
 		case try == 0:
 			r.cg.replacePool("a pre-made command cgroup was removed (by a command sharing the runtime's uid)")
 		case killed && !relocated:
