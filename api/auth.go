@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sandbox-runtime/sandbox-runtime/wire"
 	"go.uber.org/zap"
 )
 
@@ -31,7 +32,8 @@ const MaxTokenFileBytes = 4 << 10
 // without surrounding whitespace. It refuses (with an error that never
 // contains the token) a file that is missing or unreadable, not a regular
 // file once symlinks are followed (a FIFO, a device, a directory: the open
-// never blocks on one), larger than MaxTokenFileBytes, or blank.
+// never blocks on one), larger than MaxTokenFileBytes, blank, or holding
+// what no request can send as a bearer token (wire.CheckToken).
 func ReadTokenFile(path string) ([]byte, error) {
 	// O_NONBLOCK: opening a FIFO or a device neither waits for a writer
 	// nor for a carrier. Symlinks are followed (a Kubernetes secret volume
@@ -61,6 +63,11 @@ func ReadTokenFile(path string) ([]byte, error) {
 	tok := []byte(strings.TrimSpace(string(data)))
 	if len(tok) == 0 {
 		return nil, errors.New("the file is empty")
+	}
+	// A token no request can send (a second line, NUL, a BOM) would
+	// refuse every request while looking like auth is on.
+	if err := wire.CheckToken(string(tok)); err != nil {
+		return nil, err
 	}
 	return tok, nil
 }
@@ -96,7 +103,7 @@ func fileKind(m fs.FileMode) string {
 // The file is read by one goroutine (run), every tokenRecheck; requests
 // only load the token it last read, so no request ever waits on file I/O.
 // A re-read that fails (the file is gone, unreadable, not a regular file,
-// too large or blank) keeps the last good token and is logged at error
+// too large, blank, or a token no request can send) keeps the last good token and is logged at error
 // level with the cause each time (at most once per tokenRecheck); the
 // recovery is logged once. Before any good read every protected request is
 // refused.
@@ -104,15 +111,21 @@ type tokenAuth struct {
 	path string
 	log  *zap.Logger
 
-	token  atomic.Pointer[[]byte] // the last good token; nil: none yet
-	failed bool                   // the last re-read failed; owned by run
-	done   chan struct{}          // closed when run has returned
+	read   func(string) ([]byte, error) // ReadTokenFile; a test's stand-in
+	token  atomic.Pointer[[]byte]       // the last good token; nil: none yet
+	failed bool                         // the last re-read failed; owned by run
+	done   chan struct{}                // closed when run has returned
 }
 
 // newTokenAuth reads the file once and, with a file configured, re-reads
 // it every tokenRecheck until ctx is done (stop waits for that).
 func newTokenAuth(ctx context.Context, path string, log *zap.Logger) *tokenAuth {
-	a := &tokenAuth{path: path, log: log, done: make(chan struct{})}
+	return newTokenAuthReading(ctx, path, log, ReadTokenFile)
+}
+
+// newTokenAuthReading is newTokenAuth reading the file with read.
+func newTokenAuthReading(ctx context.Context, path string, log *zap.Logger, read func(string) ([]byte, error)) *tokenAuth {
+	a := &tokenAuth{path: path, log: log, read: read, done: make(chan struct{})}
 	if path == "" {
 		close(a.done)
 		return a
@@ -136,14 +149,30 @@ func (a *tokenAuth) run(ctx context.Context) {
 	}
 }
 
-// stop waits for the re-reading goroutine to end; its context must be done.
-func (a *tokenAuth) stop() { <-a.done }
+// tokenStopWait bounds how long stop waits for the re-reading goroutine: a
+// read that never returns (a hung network file system, a FUSE file whose
+// server stopped) must not hold shutdown past its budget.
+const tokenStopWait = time.Second
+
+// stop waits (at most tokenStopWait) for the re-reading goroutine to end;
+// its context must be done. A goroutine stuck in a read is left behind,
+// logged: the process is about to exit.
+func (a *tokenAuth) stop() {
+	t := time.NewTimer(tokenStopWait)
+	defer t.Stop()
+	select {
+	case <-a.done:
+	case <-t.C:
+		a.log.Warn("the token file's re-read is stuck in a read that does not return; shutting down without waiting for it",
+			zap.String("token_file", a.path), zap.Duration("waited", tokenStopWait))
+	}
+}
 
 // reload reads the file once. Only newTokenAuth and run call it, one at a
 // time. Re-read on every tick: a rewrite with a token of the same size
 // within one mtime tick must not go unnoticed, and the file is small.
 func (a *tokenAuth) reload() {
-	tok, err := ReadTokenFile(a.path)
+	tok, err := a.read(a.path)
 	if err != nil {
 		kept := a.token.Load() != nil
 		msg := "token file unusable: every protected request is refused until it is fixed"

@@ -1,11 +1,14 @@
 package api
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -238,6 +241,14 @@ func TestAuthTokenFileFailureLogged(t *testing.T) {
 	}
 	authWriteFile(t, path, "   ") // blank: the last token still holds, logged as empty
 	authUntilLogged(t, ts, logs, "empty")
+	// Tokens no request can send (D5): before, each replaced the last good
+	// token and every request was then refused.
+	authWriteFile(t, path, "s3cret\nn3w\n")
+	authUntilLogged(t, ts, logs, "second line")
+	authWriteFile(t, path, "n3w\x00\n")
+	authUntilLogged(t, ts, logs, "control byte")
+	authWriteFile(t, path, "\uFEFFn3w\n")
+	authUntilLogged(t, ts, logs, "byte-order mark")
 	authWriteFile(t, path, "n3w\n")
 	authUntil(t, ts, req, authBearer("n3w"), http.StatusOK)
 	authExpect(t, ts, req, authBearer("s3cret"), true)
@@ -288,5 +299,47 @@ func authUntil(t *testing.T, ts *testServer, req authRequest, hdr http.Header, w
 		if time.Now().After(deadline) {
 			t.Fatalf("%s %s still answers %d %s after %v; want %d", req.method, req.path, code, body, authTokenChange, want)
 		}
+	}
+}
+
+// TestAuthStopNeverWaitsOnAStuckRead: a token file on a file system whose
+// read never returns (a hung NFS mount, a FUSE server that stopped) leaves
+// the re-reading goroutine stuck. Before, shutdown (EndStreams) waited for
+// it for ever; now stop gives up after tokenStopWait and says why.
+func TestAuthStopNeverWaitsOnAStuckRead(t *testing.T) {
+	core, logs := observer.New(zap.InfoLevel)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stuck, release := make(chan struct{}, 1), make(chan struct{})
+	defer close(release)
+	var calls atomic.Int32
+	read := func(string) ([]byte, error) {
+		if calls.Add(1) == 1 {
+			return []byte("s3cret"), nil
+		}
+		select {
+		case stuck <- struct{}{}:
+		default:
+		}
+		<-release // a read that does not return until the test ends
+		return nil, errors.New("released")
+	}
+	a := newTokenAuthReading(ctx, "/stand-in/token", zap.New(core), read)
+	select {
+	case <-stuck:
+	case <-time.After(3 * tokenRecheck):
+		t.Fatal("the re-read never started")
+	}
+	cancel()
+	done := make(chan struct{})
+	start := time.Now()
+	go func() { a.stop(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(tokenStopWait + 5*time.Second):
+		t.Fatalf("stop still waits on a stuck read after %v", time.Since(start))
+	}
+	if logs.FilterMessageSnippet("stuck").Len() != 1 {
+		t.Errorf("the stuck read was not logged: %v", logs.All())
 	}
 }

@@ -3,7 +3,6 @@ package api
 import (
 	"encoding/base64"
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"strconv"
 	"syscall"
@@ -104,7 +103,8 @@ func (b *createBody) request() (runtime.CreateRequest, error) {
 		req.Envs = make(map[string]string, len(b.Envs))
 		for k, v := range b.Envs {
 			if v == nil {
-				return req, badRequest(fmt.Sprintf("envs[%q] must be a string, not null", k))
+				// Never the name: it may carry a secret ("SECRET=hunter2").
+				return req, badRequest(`every value of field "envs" must be a string; one is null (names and values are not repeated here)`)
 			}
 			req.Envs[k] = *v
 		}

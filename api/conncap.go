@@ -42,7 +42,7 @@ import (
 // hijacked: 4,500 of them took all 4,096 fds. They stay counted here, in
 // the same map, from the upgrade until the attachment ends, and are never
 // closed for the cap; at most maxAttach = maxConns/2 = (L−512)×3/8 of them
-// (1,344 at 4,096 fds) are open at once, so that at least half the cap is
+// (1,344 at 4,096 fds), and never more than MaxAttachments, are open at once, so that at least half the cap is
 // left to requests, health probes first. One more is refused before the
 // upgrade with 503 too_busy (admitAttach).
 type connLimiter struct {
@@ -93,9 +93,15 @@ func maxConnsFor(fdLimit uint64) (soft, hard int) {
 	return soft, hard
 }
 
+// MaxAttachments is the most WebSocket attachments open at once whatever
+// the fd limit: each holds ~40 KB (a goroutine pair, buffers, a frame in
+// hand), so at nofile 1,048,576 the fd share alone, ~393k, would let them
+// take ~15 GB. 4,096 of them hold ~160 MB.
+const MaxAttachments = 4096
+
 // maxAttachFor is the number of WebSocket attachments open at once for a
-// connection cap.
-func maxAttachFor(soft int) int { return max(minBodies, soft/2) }
+// connection cap: half of it, at most MaxAttachments.
+func maxAttachFor(soft int) int { return min(MaxAttachments, max(minBodies, soft/2)) }
 
 func newConnLimiter(fdLimit uint64, log *zap.Logger) *connLimiter {
 	l := &connLimiter{log: log, conns: map[net.Conn]*connEntry{}}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+	"go.uber.org/zap"
 )
 
 // TestAttachAdmission: WebSocket attachments are counted from the upgrade
@@ -52,4 +53,33 @@ func TestAttachAdmission(t *testing.T) {
 	}
 	c := atDial(t, ts, st.CommandID, "") // the freed place
 	c.ws.Close()
+}
+
+// TestAttachCeiling: the attachment cap is a share of the fd limit and
+// never more than MaxAttachments. Before, at nofile 1,048,576 it was
+// 393,024 (~15 GB of attachments at ~40 KB each).
+func TestAttachCeiling(t *testing.T) {
+	for _, tc := range []struct {
+		fds  uint64
+		want int
+	}{{4096, 1344}, {20000, MaxAttachments}, {1 << 20, MaxAttachments}} {
+		l := newConnLimiter(tc.fds, zap.NewNop())
+		if l.maxAttach != tc.want {
+			t.Errorf("nofile %d: %d attachments at once; want %d", tc.fds, l.maxAttach, tc.want)
+		}
+		var releases []func()
+		for range l.maxAttach {
+			release, ok := l.admitAttach(nil)
+			if !ok {
+				t.Fatalf("nofile %d: attachment %d refused below the cap %d", tc.fds, len(releases)+1, l.maxAttach)
+			}
+			releases = append(releases, release)
+		}
+		if _, ok := l.admitAttach(nil); ok {
+			t.Errorf("nofile %d: attachment %d admitted beyond the cap", tc.fds, l.maxAttach+1)
+		}
+		for _, r := range releases {
+			r()
+		}
+	}
 }

@@ -87,10 +87,18 @@ func describeJSONError(err error, v any) string {
 		if te.Field == "" {
 			return fmt.Sprintf("the body must be a JSON object, not %s", te.Value)
 		}
-		field := jsonPath(reflect.TypeOf(v), te.Field)
+		field, inMap := jsonPath(reflect.TypeOf(v), te.Field)
 		got, isNumber := strings.CutPrefix(te.Value, "number ")
 		if !isNumber {
 			got = jsonValueKind(te.Value)
+		}
+		if inMap {
+			// A value of a map such as "envs": neither its key nor the
+			// value is repeated (either may carry a secret).
+			if isNumber {
+				got = "a number"
+			}
+			return fmt.Sprintf("every value of field %q must be %s; one is %s (names and values are not repeated here)", field, jsonKind(te.Type.Kind()), got)
 		}
 		switch te.Type.Kind() {
 		case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
@@ -117,12 +125,17 @@ func describeJSONError(err error, v any) string {
 
 // jsonPath turns the Field of a json.UnmarshalTypeError, which names the
 // Go field of an embedded struct among the JSON names ("resizeBody.cols"),
-// into the JSON path of the value ("cols"), by walking t.
-func jsonPath(t reflect.Type, field string) string {
+// into the JSON path of the value ("cols"), by walking t. A path into a map
+// ends at the map ("envs", inMap true): its keys are data (env names), never
+// repeated in a message.
+func jsonPath(t reflect.Type, field string) (path string, inMap bool) {
 	var out []string
 	for _, comp := range strings.Split(field, ".") {
-		for t != nil && (t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice || t.Kind() == reflect.Array || t.Kind() == reflect.Map) {
+		for t != nil && (t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice || t.Kind() == reflect.Array) {
 			t = t.Elem()
+		}
+		if t != nil && t.Kind() == reflect.Map {
+			return strings.Join(out, "."), true
 		}
 		if t == nil || t.Kind() != reflect.Struct {
 			out = append(out, comp)
@@ -141,7 +154,7 @@ func jsonPath(t reflect.Type, field string) string {
 		out = append(out, comp)
 		t = nil
 	}
-	return strings.Join(out, ".")
+	return strings.Join(out, "."), false
 }
 
 // jsonValueKind names the kind of JSON value an UnmarshalTypeError saw.
@@ -292,9 +305,10 @@ func checkValue(data json.RawMessage, t reflect.Type, path string) error {
 	case reflect.Map:
 		return eachMember(data, func(key string, val json.RawMessage, seen bool) error {
 			if seen {
-				return badRequest(fmt.Sprintf("field %q gives the key %q more than once", path, key))
+				return badRequest(fmt.Sprintf("field %q gives one key more than once (names are not repeated here)", path))
 			}
-			return checkValue(val, t.Elem(), fmt.Sprintf("%s[%q]", path, key))
+			// The key is data (an env name), never repeated in a message.
+			return checkValue(val, t.Elem(), path+"[…]")
 		})
 	case reflect.Slice, reflect.Array:
 		var elems []json.RawMessage

@@ -688,7 +688,7 @@ func TestPTYObjectStrict(t *testing.T) {
 		{`{"argv":["true"],"pty":{"cols":80,"rows":24,"Term":"vt100"}}`, `unknown field \"pty.Term\"`},
 		{`{"argv":["true"],"pty":{"cols":80,"rows":24,"term":"vt100","term":"dumb"}}`, `field \"pty.term\" is given more than once`},
 		{`{"argv":["true"],"pty":{"cols":80,"cols":90,"rows":24}}`, `field \"pty.cols\" is given more than once`},
-		{`{"argv":["true"],"envs":{"A":"1","A":"2"}}`, `field \"envs\" gives the key \"A\" more than once`},
+		{`{"argv":["true"],"envs":{"A":"1","A":"2"}}`, `field \"envs\" gives one key more than once`},
 		{`{"argv":["true"],"pty":{"cols":80.5,"rows":24}}`, `field \"pty.cols\" must be a whole number, not 80.5`},
 		{`{"argv":["true"],"pty":{"cols":"80","rows":24}}`, `field \"pty.cols\" must be a whole number, not a string`},
 	} {

@@ -29,6 +29,8 @@ package client
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -118,6 +120,13 @@ func New(baseURL string, o Options) (*Client, error) {
 	}
 	if u.RawQuery != "" || u.Fragment != "" {
 		return nil, fmt.Errorf("the URL %q must not have a query or fragment", baseURL)
+	}
+	if o.Token != "" {
+		// A token no header can carry fails every request the same way;
+		// refused here, never retried (the error never shows it).
+		if err := wire.CheckToken(o.Token); err != nil {
+			return nil, fmt.Errorf("unusable token: %v", err)
+		}
 	}
 	u.Path = strings.TrimRight(u.Path, "/")
 	u.RawPath = ""
@@ -259,6 +268,17 @@ func retryable(err error) bool {
 		}
 		return false
 	}
+	// A request that can never succeed is not retried: a certificate
+	// the client does not trust, or a TLS handshake with a plain HTTP
+	// server, fails the same way every time.
+	var unknownCA x509.UnknownAuthorityError
+	var badHost x509.HostnameError
+	var badCert x509.CertificateInvalidError
+	var verify *tls.CertificateVerificationError
+	var notTLS tls.RecordHeaderError
+	if errors.As(err, &unknownCA) || errors.As(err, &badHost) || errors.As(err, &badCert) || errors.As(err, &verify) || errors.As(err, &notTLS) {
+		return false
+	}
 	return !errors.Is(err, ErrStreamBroken)
 }
 
@@ -380,7 +400,7 @@ func (c *Client) doRetrying(ctx context.Context, r request, out any) error {
 		}
 		var te *TransportError
 		refusedAtFirst := !c.reached.Load() && errors.Is(err, syscall.ECONNREFUSED)
-		if err == nil || !errors.As(err, &te) || refusedAtFirst || c.retryFor < 0 || ctx.Err() != nil || time.Now().After(deadline) {
+		if err == nil || !errors.As(err, &te) || !retryable(err) || refusedAtFirst || c.retryFor < 0 || ctx.Err() != nil || time.Now().After(deadline) {
 			return err
 		}
 		if err := b.wait(ctx, 0); err != nil {

@@ -9,6 +9,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -669,5 +670,36 @@ func TestQuietFollowResumesAfterABlip(t *testing.T) {
 	}
 	if err := <-done; err != nil || got.String() != "after the blip\n" {
 		t.Fatalf("Follow: %v, got %q; want the output after the blip and the end", err, got.String())
+	}
+}
+
+// TestUntrustedCertificateIsNotRetried: a request that can never succeed
+// (a certificate the client does not trust) fails at once. Before, it was
+// retried for the whole RetryFor like a daemon that is restarting.
+func TestUntrustedCertificateIsNotRetried(t *testing.T) {
+	ts := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	defer ts.Close()
+	c, err := New(ts.URL, Options{RetryFor: 20 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	_, err = c.Info(context.Background())
+	if err == nil || time.Since(start) > 5*time.Second {
+		t.Fatalf("Info against an untrusted certificate: %v after %v; want an error at once", err, time.Since(start))
+	}
+	if err := c.Health(context.Background()); err == nil || time.Since(start) > 10*time.Second {
+		t.Fatalf("Health against an untrusted certificate: %v after %v; want an error at once", err, time.Since(start))
+	}
+}
+
+// TestUnsendableTokenRefused (D6): New refuses a token no header can carry;
+// the message never shows it.
+func TestUnsendableTokenRefused(t *testing.T) {
+	for _, tok := range []string{"s3c\nret", "s3c\x00ret", "\uFEFFs3cret", "s3c\x7fret"} {
+		_, err := New("http://127.0.0.1:1", Options{Token: tok})
+		if err == nil || strings.Contains(err.Error(), "s3c") {
+			t.Errorf("New with token %q: %v; want an error that does not show it", tok, err)
+		}
 	}
 }

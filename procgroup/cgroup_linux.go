@@ -87,6 +87,12 @@ type cgroupTree struct {
 
 	seq seqCounter
 
+	// What buildCgroupTree set up, for rebuild: the controllers enabled
+	// for the commands and the pids.max of commands (0: none).
+	enabled []string
+	pidsMax int64
+	buildMu sync.Mutex // serialises rebuild
+
 	mu        sync.Mutex
 	lingering []string // command cgroups that still had members when released
 	doomed    []string // released command cgroups the worker has yet to remove
@@ -192,7 +198,7 @@ func buildCgroupTree(log *zap.Logger, opts CgroupOptions) (*cgroupTree, string, 
 	t := &cgroupTree{
 		log:      log,
 		root:     root,
-		base:     filepath.Join(root, fmt.Sprintf("sandbox-runtime-%d-%d-%08x", os.Getpid(), startTime(os.Getpid()), rand.Uint32())),
+		base:     filepath.Join(root, fmt.Sprintf("sandbox-runtime-%d-%d-%d-%08x", os.Getpid(), startTime(os.Getpid()), pidNamespace(), rand.Uint32())),
 		commands: "",
 		orig:     filepath.Join(mount, own),
 	}
@@ -243,6 +249,7 @@ func buildCgroupTree(log *zap.Logger, opts CgroupOptions) (*cgroupTree, string, 
 	for _, c := range enabled {
 		enableController(t.commands, c)
 	}
+	t.enabled = enabled
 	reason := "cgroup v2 tree " + root + " is writable"
 	if containsString(enabled, "pids") {
 		headroom := opts.PidsHeadroom
@@ -258,6 +265,7 @@ func buildCgroupTree(log *zap.Logger, opts CgroupOptions) (*cgroupTree, string, 
 			if err := writeFile(filepath.Join(t.commands, "pids.max"), strconv.FormatInt(max, 10)); err != nil {
 				log.Warn("cannot set pids.max for commands", zap.Error(err))
 			} else {
+				t.pidsMax = max
 				reason += fmt.Sprintf("; commands are limited to %d tasks, %d kept for the runtime", max, headroom)
 			}
 		}
@@ -311,11 +319,36 @@ func (t *cgroupTree) newCommand() (*cmdCgroup, int, error) {
 	default:
 		t.kick()
 		var err error
-		if pc, err = t.makeCgroup(); err != nil {
+		pc, err = t.makeCgroup()
+		if os.IsNotExist(err) && t.rebuild("the command cgroups' parent was removed") == nil {
+			pc, err = t.makeCgroup()
+		}
+		if err != nil {
 			return nil, -1, err
 		}
 	}
 	return &cmdCgroup{dir: pc.dir, mem: t.memEvents.Load() == 1}, pc.fd, nil
+}
+
+// replacePool discards every pre-made cgroup of the pool (a cgroup.kill of
+// their parent, or a command that removed some, has made them unusable; which
+// ones cannot be told from here) and has the worker make new ones. why is
+// logged.
+func (t *cgroupTree) replacePool(why string) {
+	n := 0
+	for {
+		select {
+		case pc := <-t.pool:
+			unix.Close(pc.fd)
+			t.release(&cmdCgroup{dir: pc.dir})
+			n++
+			continue
+		default:
+		}
+		break
+	}
+	t.kick()
+	t.log.Warn("the pre-made command cgroups were replaced", zap.String("reason", why), zap.Int("discarded", n))
 }
 
 // makeCgroup creates the next command cgroup, c<N>, and opens it. The first
@@ -623,6 +656,45 @@ func (t *cgroupTree) checkSelf() {
 	t.relocate("the runtime was moved out of its cgroup leaf (into "+strings.TrimPrefix(unifiedLine(b), "0::")+"), by a command sharing its uid", false)
 }
 
+// rebuild makes the tree's base and commands cgroups again where they are
+// gone, with the controllers and the pids.max they had. A command sharing
+// the runtime's uid can remove them once they are empty (after moving the
+// runtime out of its leaf), and so can another runtime's removeStale that
+// took the tree for a dead runtime's. why is logged when anything was made.
+func (t *cgroupTree) rebuild(why string) error {
+	t.buildMu.Lock()
+	defer t.buildMu.Unlock()
+	var made []string
+	for _, d := range []string{t.base, t.commands} {
+		if fileExists(d) {
+			continue
+		}
+		if err := os.Mkdir(d, 0o755); err != nil && !os.IsExist(err) {
+			t.log.Error("cannot make the runtime's cgroup tree again", zap.String("reason", why), zap.String("cgroup", d), zap.Error(err))
+			return err
+		}
+		made = append(made, d)
+		if d == t.base {
+			for _, c := range t.enabled {
+				enableController(d, c)
+			}
+		}
+	}
+	if len(made) == 0 {
+		return nil
+	}
+	if containsString(made, t.commands) {
+		for _, c := range t.enabled {
+			enableController(t.commands, c)
+		}
+		if t.pidsMax > 0 {
+			writeFile(filepath.Join(t.commands, "pids.max"), strconv.FormatInt(t.pidsMax, 10))
+		}
+	}
+	t.log.Warn("the runtime's cgroup tree was gone and was made again", zap.String("reason", why), zap.Strings("made", made))
+	return nil
+}
+
 // relocate moves the runtime into a fresh leaf, base/daemon-<N>, and
 // removes the old one if it is empty: a leaf whose cgroup.kill was written,
 // or that a command moved the runtime out of, is not trusted again. Unless
@@ -643,7 +715,16 @@ func (t *cgroupTree) relocate(reason string, always bool) error {
 	old := t.daemon
 	t.leaves++
 	d := filepath.Join(t.base, "daemon-"+strconv.Itoa(t.leaves))
-	if err := os.Mkdir(d, 0o755); err != nil {
+	err := os.Mkdir(d, 0o755)
+	if os.IsNotExist(err) {
+		// The tree itself is gone (another runtime took it for a dead
+		// one's while this runtime was out of its leaf, or a command
+		// removed it): made again, not given up for process groups.
+		if err = t.rebuild(reason); err == nil {
+			err = os.Mkdir(d, 0o755)
+		}
+	}
+	if err != nil {
 		t.log.Error("cannot make a fresh cgroup leaf for the runtime", zap.String("reason", reason), zap.String("cgroup", d), zap.Error(err))
 		return err
 	}
@@ -661,15 +742,25 @@ func (t *cgroupTree) relocate(reason string, always bool) error {
 }
 
 // killedAtFork reports whether the child pid (not reaped: the caller holds
-// forkMu's read lock) is already dead by SIGKILL without having run the
-// program: still named as the runtime (comm) when it died. The kernel does
-// this to a child cloned with CLONE_INTO_CGROUP by a parent whose own
-// cgroup was killed (its kill sequence is compared with the target's).
-// One waitid (WNOHANG|WNOWAIT: left for the reaper) in the common case.
+// forkMu's read lock) died by SIGKILL without having run the program. The
+// kernel does this to a child cloned with CLONE_INTO_CGROUP when a
+// cgroup.kill was written of the runtime's own cgroup or of the target's.
+//
+// No race: ForkExec returns once the child has exec'd or is past releasing
+// its memory on the way out (the exec-status pipe closes on exec, or when
+// the exiting child drops its files, which comes after its mm is gone). So
+// a child that is not a zombie yet has an mm of its own (it exec'd: /proc
+// statm is not all 0) or is exiting; the exiting one is waited for (bounded)
+// and judged as a zombie: SIGKILL, and still named as the runtime (comm)
+// when it died. The normal path costs one waitid and one read of a tiny
+// /proc file. A command that is the runtime's own binary (same comm) and is
+// SIGKILLed before the check would be taken for one that never ran, and
+// forked once more; nothing else can be.
 func killedAtFork(pid int) bool {
-	var info unix.Siginfo
-	if err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOHANG|unix.WNOWAIT, nil); err != nil || info.Signo == 0 {
-		return false // still running (or not ours to judge)
+	if !zombieNow(pid) {
+		if hasMM(pid) || !waitExited(pid, exitWait) {
+			return false // it exec'd (or is not ours to judge)
+		}
 	}
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
@@ -689,6 +780,58 @@ func killedAtFork(pid int) bool {
 	return err == nil && code == int(unix.SIGKILL) && comm == selfComm()
 }
 
+// exitWait bounds the wait for a child that is exiting to become a zombie
+// (microseconds, unless the machine is starved).
+const exitWait = 2 * time.Second
+
+// zombieNow reports whether the child pid has exited (left for the reaper:
+// WNOWAIT).
+func zombieNow(pid int) bool {
+	var info unix.Siginfo
+	err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOHANG|unix.WNOWAIT, nil)
+	return err == nil && info.Signo != 0
+}
+
+// hasMM reports whether the process has an address space: the first field
+// of /proc/<pid>/statm is 0 once an exiting process released its mm. An
+// unreadable file counts as yes (nothing to judge by).
+func hasMM(pid int) bool {
+	var buf [128]byte
+	b, err := readSmall("/proc/"+strconv.Itoa(pid)+"/statm", buf[:])
+	if err != nil {
+		return true
+	}
+	size, _, _ := bytes.Cut(b, []byte(" "))
+	return string(size) != "0"
+}
+
+// waitExited waits at most d for the exiting child pid to become a zombie:
+// poll on a pidfd (readable once it has exited), else waitid checks.
+func waitExited(pid int, d time.Duration) bool {
+	if fd, err := unix.PidfdOpen(pid, 0); err == nil {
+		defer unix.Close(fd)
+		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		deadline := time.Now().Add(d)
+		for {
+			n, err := unix.Poll(fds, int(time.Until(deadline)/time.Millisecond)+1)
+			if n > 0 {
+				return zombieNow(pid)
+			}
+			if err != unix.EINTR || time.Now().After(deadline) {
+				return false
+			}
+		}
+	}
+	deadline := time.Now().Add(d)
+	for !zombieNow(pid) {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(50 * time.Microsecond) // no pidfd: nothing to wait on
+	}
+	return true
+}
+
 var (
 	selfCommOnce sync.Once
 	selfCommName string
@@ -701,22 +844,28 @@ func selfComm() string {
 }
 
 // removeStale removes the trees of runtimes that are gone (killed before
-// they could clean up). A tree is sandbox-runtime-<pid>-<start>-<rand>,
-// <start> being the start time of process <pid> (clock ticks since boot,
-// /proc/<pid>/stat): its owner is alive when a process <pid> with that start
-// time is (a PID-1 runtime's tree names pid 1, which is always alive: the
-// start time tells a restarted runtime from the one that made the tree).
-// Older trees are sandbox-runtime-<pid>-<rand> and judged by the pid alone
-// (by their daemon leaves alone when the pid is 1).
+// they could clean up). A tree is sandbox-runtime-<pid>-<start>-<ns>-<rand>:
+// <start> is the start time of process <pid> (clock ticks since boot,
+// /proc/<pid>/stat) and <ns> the inode of its pid namespace. Pid and start
+// time are judged only within the same pid namespace: its owner is alive
+// when a process <pid> with that start time is (a PID-1 runtime's tree names
+// pid 1, which is always alive: the start time tells a restarted runtime
+// from the one that made the tree). A tree of another pid namespace tells
+// nothing by its name here (the pid 1 there is not the pid 1 here), and is
+// judged by its daemon leaves alone. Older trees are
+// sandbox-runtime-<pid>-<start>-<rand> (judged by pid and start time) and
+// sandbox-runtime-<pid>-<rand> (by the pid alone; by the leaves when it is 1).
 //
 // A tree whose owner is not alive here is stale when none of its daemon
 // leaves (daemon, daemon-<N>) has a process and either it has one (its
 // runtime moved in) or it is older than staleUnmovedAge (a runtime that
 // did not move itself, e.g. a test). A process in another pid namespace
-// shows as 0 in cgroup.procs, so a live runtime there keeps its tree; one
-// that started under staleBuildAge ago may still be moving into its leaf
-// and is left too. rmdir only ever removes empty cgroups, so a command
-// cgroup that still has processes stays in any case.
+// shows as 0 in cgroup.procs, so a live runtime there keeps its tree while
+// it is in its leaf; one that a command moved out loses it, and rebuilds it
+// (cgroupTree.rebuild) at its next command. One that started under
+// staleBuildAge ago may still be moving into its leaf and is left too.
+// rmdir only ever removes empty cgroups, so a command cgroup that still has
+// processes stays in any case.
 func removeStale(root string) {
 	entries, err := os.ReadDir(root)
 	if err != nil {
@@ -823,9 +972,11 @@ const staleUnmovedAge = 10 * time.Minute
 const staleBuildAge = 5 * time.Second
 
 // ownerAlive reports whether the owner named by a tree
-// (sandbox-runtime-<pid>-<start>-<rand>, or the older
-// sandbox-runtime-<pid>-<rand>) is a live process here, or may be a runtime
-// that started under staleBuildAge ago.
+// (sandbox-runtime-<pid>-<start>-<ns>-<rand>, or the older
+// sandbox-runtime-<pid>-<start>-<rand> and sandbox-runtime-<pid>-<rand>) is
+// a live process of this pid namespace, or may be a runtime that started
+// under staleBuildAge ago (start times count from boot in every pid
+// namespace).
 func ownerAlive(name string) bool {
 	parts := strings.Split(strings.TrimPrefix(name, "sandbox-runtime-"), "-")
 	if len(parts) < 2 {
@@ -844,11 +995,35 @@ func ownerAlive(name string) bool {
 	if err != nil {
 		return false
 	}
-	if st := startTime(pid); st != 0 && st == start {
+	here := true
+	if len(parts) >= 4 {
+		// Another pid namespace's owner cannot be looked up here: only
+		// its daemon leaves (and its age) tell.
+		ns, err := strconv.ParseUint(parts[2], 10, 64)
+		here = err == nil && ns == pidNamespace()
+	}
+	if st := startTime(pid); here && st != 0 && st == start {
 		return true
 	}
 	now := uptimeTicks()
 	return now == 0 || now < start+uint64(staleBuildAge/time.Second)*clockTicks
+}
+
+var (
+	pidNSOnce sync.Once
+	pidNSIno  uint64
+)
+
+// pidNamespace returns the inode of the runtime's pid namespace (the
+// number in /proc/self/ns/pid, "pid:[N]"), or 0.
+func pidNamespace() uint64 {
+	pidNSOnce.Do(func() {
+		var st unix.Stat_t
+		if unix.Stat("/proc/self/ns/pid", &st) == nil {
+			pidNSIno = st.Ino
+		}
+	})
+	return pidNSIno
 }
 
 // clockTicks is USER_HZ, the unit of /proc/<pid>/stat's start time: 100 on

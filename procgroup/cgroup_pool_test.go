@@ -4,6 +4,7 @@ package procgroup
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -185,5 +186,20 @@ func BenchmarkCgroupMakeRemove(b *testing.B) {
 		}
 		unix.Close(pc.fd)
 		r.cg.release(&cmdCgroup{dir: pc.dir})
+	}
+}
+
+// BenchmarkKilledAtForkLiveChild: what killedAtFork adds to the start of a
+// command that exec'd (a waitid and a read of /proc/<pid>/statm).
+func BenchmarkKilledAtForkLiveChild(b *testing.B) {
+	cmd := exec.Command("sleep", "60")
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	for b.Loop() {
+		if killedAtFork(cmd.Process.Pid) {
+			b.Fatal("a live child taken for one killed at fork")
+		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -644,5 +645,64 @@ func TestRemoveStalePID1Tree(t *testing.T) {
 		if _, err := os.Stat(b + "/commands/c1"); err != nil {
 			t.Errorf("%s lost its command cgroup: %v", b, err)
 		}
+	}
+}
+
+// TestRemoveStaleOtherPIDNamespaceTree (D2): a tree names the pid namespace
+// of its owner. A tree of another pid namespace is judged by its daemon
+// leaves alone, never by a pid and start time looked up here: its pid 1 is
+// not ours. Before, such a name was read as pid and start time: a tree of
+// another namespace whose pid and start time matched a process here was
+// kept as alive, and (the attack) a live one whose leaves a command had
+// emptied was taken for a dead runtime's of this namespace.
+func TestRemoveStaleOtherPIDNamespaceTree(t *testing.T) {
+	mount, own, err := ownCgroup2()
+	if err != nil {
+		t.Skipf("no cgroup v2 mount: %v", err)
+	}
+	if pidNamespace() == 0 {
+		t.Skip("no /proc/self/ns/pid here")
+	}
+	if uptimeTicks() < 4*uint64(staleBuildAge/time.Second)*clockTicks {
+		t.Skip("the machine booted under 20 s ago")
+	}
+	root := filepath.Join(mount, own)
+	other := pidNamespace() + 1
+	foreign := filepath.Join(root, fmt.Sprintf("sandbox-runtime-1-%d-%d-f0e19000", startTime(1), other))
+	ours := filepath.Join(root, fmt.Sprintf("sandbox-runtime-1-%d-%d-0a5e0000", startTime(1), pidNamespace()))
+	busyForeign := filepath.Join(root, fmt.Sprintf("sandbox-runtime-1-%d-%d-b5e00000", startTime(1)-1, other))
+	t.Cleanup(func() {
+		for _, b := range []string{foreign, ours, busyForeign} {
+			for _, d := range []string{b + "/commands/c1", b + "/commands", b + "/daemon", b} {
+				os.Remove(d)
+			}
+		}
+	})
+	for _, b := range []string{foreign, ours, busyForeign} {
+		for _, d := range []string{b, b + "/daemon", b + "/commands", b + "/commands/c1"} {
+			if err := os.Mkdir(d, 0o755); err != nil {
+				t.Skipf("the cgroup v2 tree is not writable here: %v", err)
+			}
+		}
+	}
+	// A process in the foreign tree's command cgroup: rmdir cannot remove
+	// a populated cgroup, so that tree must stay whatever its name says.
+	sleeper := exec.Command("sleep", "30")
+	if err := sleeper.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { sleeper.Process.Kill(); sleeper.Wait() }()
+	if err := writeFile(busyForeign+"/commands/c1/cgroup.procs", strconv.Itoa(sleeper.Process.Pid)); err != nil {
+		t.Skipf("cannot move a process into a test cgroup: %v", err)
+	}
+	removeStale(root)
+	if _, err := os.Stat(foreign); !os.IsNotExist(err) {
+		t.Errorf("the tree of another pid namespace with empty leaves %s still exists (judged by a pid and start time of this namespace): %v", foreign, err)
+	}
+	if _, err := os.Stat(ours + "/commands/c1"); err != nil {
+		t.Errorf("the tree of a live owner of this namespace lost its command cgroup: %v", err)
+	}
+	if _, err := os.Stat(busyForeign + "/commands/c1"); err != nil {
+		t.Errorf("a populated command cgroup of another namespace's tree was removed: %v", err)
 	}
 }

@@ -370,33 +370,13 @@ func (r *Reaper) Start(spec Spec) (*Process, error) {
 	// On an exec failure ForkExec reaps the child itself with wait4(pid); our loop
 	// cannot run meanwhile because we hold the read lock.
 	pid, err := syscall.ForkExec(path, spec.Argv, attr)
-	if err == nil && cg != nil && killedAtFork(pid) {
-		// The kernel killed the child before it ran: the runtime's own
-		// cgroup was killed (cgroup.kill written by a command while the
-		// runtime was in it), which dooms every child cloned into another
-		// cgroup from there. The command never ran, so it is not reported
-		// as killed: the runtime moves into a fresh leaf and forks once
-		// more (the zombie is reaped as an orphan).
-		unix.Close(cgfd)
-		r.cg.release(cg)
-		cg, cgfd = nil, -1
-		attr.Sys.UseCgroupFD, attr.Sys.CgroupFD = false, 0
-		if rerr := r.cg.relocate("a command was killed by the kernel before it ran: the runtime's cgroup was killed", true); rerr == nil {
-			cg, cgfd = r.commandCgroup(attr.Sys)
-		}
-		if cg == nil {
-			err = unix.EAGAIN // refused below as resource exhausted, with the reason
-		} else if pid, err = syscall.ForkExec(path, spec.Argv, attr); err == nil && killedAtFork(pid) {
-			unix.Close(cgfd)
-			r.cg.release(cg)
-			cg, cgfd = nil, -1
-			err = unix.EAGAIN
-		}
-		if err == unix.EAGAIN {
+	if cg != nil {
+		var serr *StartError
+		if pid, err, cg, cgfd, serr = r.recoverFork(path, spec.Argv, attr, pid, err, cg, cgfd); serr != nil {
+			serr.Path = argv0
 			r.forkMu.RUnlock()
 			closeAll()
-			return nil, &StartError{Op: "exec", Path: argv0, Errno: unix.EAGAIN,
-				Limit: "the runtime's cgroup was killed and it could not move into a fresh one; nothing ran"}
+			return nil, serr
 		}
 	}
 	if err == unix.ENOSYS && cg != nil {
@@ -702,6 +682,71 @@ func (r *Reaper) commandCgroup(sys *syscall.SysProcAttr) (*cmdCgroup, int) {
 	}
 	sys.UseCgroupFD, sys.CgroupFD = true, fd
 	return cg, fd
+}
+
+// recoverFork looks at a fork into the command cgroup cg and, when that
+// cgroup failed it, forks again (called with forkMu read-locked). Two
+// failures are the cgroups' doing, not the command's:
+//
+//   - the kernel killed the child before it ran (killedAtFork): a
+//     cgroup.kill was written, of the pool's parent (which dooms the
+//     command cgroups made before it) or of the runtime's own leaf (which
+//     dooms every child it clones into another cgroup);
+//   - clone3 failed with ENOENT and cg is gone: a command sharing the
+//     runtime's uid removed the pre-made cgroups.
+//
+// The first failure replaces the pool (every pre-made cgroup may share the
+// fate of cg) and forks into a freshly made cgroup; only when that child
+// is killed too was the runtime's own leaf killed, and the runtime moves
+// into a fresh leaf before the last try. A command that never ran is never
+// reported as exited: when the tries are used up, the *StartError says why
+// (resource exhausted, 503) and nothing ran.
+func (r *Reaper) recoverFork(path string, argv []string, attr *syscall.ProcAttr, pid int, err error, cg *cmdCgroup, cgfd int) (int, error, *cmdCgroup, int, *StartError) {
+	refuse := func(why string) (int, error, *cmdCgroup, int, *StartError) {
+		return 0, nil, nil, -1, &StartError{Op: "exec", Errno: unix.EAGAIN, Limit: why + "; nothing ran"}
+	}
+	relocated := false
+	for try := 0; ; try++ {
+		killed := err == nil && killedAtFork(pid)
+		removed := !killed && err != nil && errnoOf(err) == unix.ENOENT && !fileExists(cg.dir)
+		if !killed && !removed {
+			return pid, err, cg, cgfd, nil
+		}
+		// A killed child is a zombie in cg, reaped as an orphan; cg goes
+		// once it is empty.
+		unix.Close(cgfd)
+		r.cg.release(cg)
+		cg, cgfd = nil, -1
+		attr.Sys.UseCgroupFD, attr.Sys.CgroupFD = false, 0
+		switch {
+		case try == 0 && killed:
+			r.cg.replacePool("a command was killed by the kernel before it ran: a cgroup.kill of its pre-made cgroup's parent or of the runtime's leaf; a fresh cgroup tells which")
+		case try == 0:
+			r.cg.replacePool("a pre-made command cgroup was removed (by a command sharing the runtime's uid)")
+		case killed && !relocated:
+			if rerr := r.cg.relocate("a command was killed by the kernel before it ran in a fresh cgroup: the runtime's own cgroup was killed", true); rerr != nil {
+				return refuse("the runtime's cgroup was killed and it could not move into a fresh one (" + rerr.Error() + ")")
+			}
+			relocated = true
+		case killed:
+			return refuse("every command is killed by the kernel before it runs, even from a fresh cgroup leaf: a command sharing the runtime's uid keeps writing cgroup.kill")
+		default:
+			return refuse("the command cgroups are removed as soon as they are made (by a command sharing the runtime's uid)")
+		}
+		pc, merr := r.cg.makeCgroup()
+		if merr != nil && os.IsNotExist(merr) {
+			// The commands' parent is gone too: made again.
+			if r.cg.rebuild("the command cgroups' parent was removed") == nil {
+				pc, merr = r.cg.makeCgroup()
+			}
+		}
+		if merr != nil {
+			return refuse("cannot make a fresh command cgroup in " + r.cg.commands + ": " + errnoOf(merr).Error())
+		}
+		cg, cgfd = &cmdCgroup{dir: pc.dir, mem: r.cg.memEvents.Load() == 1}, pc.fd
+		attr.Sys.UseCgroupFD, attr.Sys.CgroupFD = true, cgfd
+		pid, err = syscall.ForkExec(path, argv, attr)
+	}
 }
 
 // openPidfd opens a pidfd of a child that cannot have been reaped yet (the

@@ -18,8 +18,11 @@ package wire
 import (
 	"encoding/base64"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"reflect"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -407,4 +410,28 @@ type FileEntry struct {
 	// percent-encoded (every byte but A-Z a-z 0-9 _ . - ~ as %XX), ready to
 	// append to a /v1/files URL path.
 	EscapedName string `json:"escaped_name,omitempty"`
+}
+
+// CheckToken reports why tok (already trimmed of surrounding whitespace)
+// cannot be a bearer token, or nil. A token is sent as the value of an
+// "Authorization: Bearer <token>" header, so it must be what a header can
+// carry: no control byte (NUL, a line break: a second line, a tab, DEL)
+// and no byte-order mark (an editor's, which no client sends). The error
+// never contains the token.
+func CheckToken(tok string) error {
+	if tok == "" {
+		return errors.New("the token is empty")
+	}
+	if strings.Contains(tok, "\uFEFF") {
+		return errors.New("the token contains a byte-order mark (U+FEFF), which no request sends")
+	}
+	for i := 0; i < len(tok); i++ {
+		switch b := tok[i]; {
+		case b == '\n' || b == '\r':
+			return errors.New("the token has a second line, which no request can send in a header")
+		case b < 0x20 || b == 0x7f:
+			return fmt.Errorf("the token contains a control byte (0x%02x), which no request can send in a header", b)
+		}
+	}
+	return nil
 }

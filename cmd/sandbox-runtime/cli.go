@@ -435,6 +435,13 @@ func (c *cli) connect(url, tokenFile string) error {
 		}
 		token, c.tokenFrom = t, "SANDBOX_RUNTIME_TOKEN_FILE="+f
 	}
+	if token != "" {
+		// Refused at once: every request would fail, and the client
+		// must not retry one that can never succeed.
+		if err := wire.CheckToken(token); err != nil {
+			return fmt.Errorf("the token from %s is unusable: %v", c.tokenFrom, err)
+		}
+	}
 	cl, err := srclient.New(url, srclient.Options{Token: token})
 	if err != nil {
 		return fmt.Errorf("%v (set by --url or SANDBOX_RUNTIME_URL)", err)

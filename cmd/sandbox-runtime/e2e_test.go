@@ -1265,6 +1265,12 @@ func TestE2EStartupFailures(t *testing.T) {
 	dir := t.TempDir()
 	empty := filepath.Join(dir, "empty-token")
 	os.WriteFile(empty, []byte("\n  \n"), 0o600)
+	// Tokens no request can send (D5): before, each started with auth on
+	// (exit 0) and every request was then refused.
+	unsendable := map[string]string{"nul": "s3cr\x00et\n", "two-lines": "s3cret\nsecond\n", "bom": "\uFEFFs3cret\n", "control": "s3c\x1bret"}
+	for name, content := range unsendable {
+		os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600)
+	}
 	cases := []struct {
 		name string
 		env  []string
@@ -1274,9 +1280,16 @@ func TestE2EStartupFailures(t *testing.T) {
 		{"address without a port", []string{"SANDBOX_RUNTIME_ADDR=nonsense"}, []string{"SANDBOX_RUNTIME_ADDR", "missing port"}},
 		{"empty token file", []string{"SANDBOX_RUNTIME_ADDR=127.0.0.1:0", "SANDBOX_RUNTIME_TOKEN_FILE=" + empty}, []string{empty, "is empty"}},
 		{"token file is a directory", []string{"SANDBOX_RUNTIME_ADDR=127.0.0.1:0", "SANDBOX_RUNTIME_TOKEN_FILE=" + dir}, []string{dir, "not a regular file"}},
+		{"token with a NUL", []string{"SANDBOX_RUNTIME_ADDR=127.0.0.1:0", "SANDBOX_RUNTIME_TOKEN_FILE=" + dir + "/nul"}, []string{dir + "/nul", "control byte"}},
+		{"token of two lines", []string{"SANDBOX_RUNTIME_ADDR=127.0.0.1:0", "SANDBOX_RUNTIME_TOKEN_FILE=" + dir + "/two-lines"}, []string{dir + "/two-lines", "second line"}},
+		{"token with a BOM", []string{"SANDBOX_RUNTIME_ADDR=127.0.0.1:0", "SANDBOX_RUNTIME_TOKEN_FILE=" + dir + "/bom"}, []string{dir + "/bom", "byte-order mark"}},
+		{"token with an escape", []string{"SANDBOX_RUNTIME_ADDR=127.0.0.1:0", "SANDBOX_RUNTIME_TOKEN_FILE=" + dir + "/control"}, []string{dir + "/control", "control byte"}},
 	}
 	for _, c := range cases {
 		code, stdout, stderr := runBinary(t, c.env)
+		if strings.Contains(stderr, "s3c") {
+			t.Errorf("%s: stderr shows the token: %q", c.name, stderr)
+		}
 		if code != 2 || stdout != "" {
 			t.Errorf("%s: exit %d, stdout %q; want 2 and nothing; stderr %q", c.name, code, stdout, stderr)
 		}
