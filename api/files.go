@@ -489,10 +489,17 @@ func (s *Server) deleteFile(w http.ResponseWriter, r *http.Request) {
 	case fi.IsDir() && recursive:
 		// Something may be creating files below it meanwhile: try again a
 		// few times, then report the conflict (fileError: ENOTEMPTY → 409).
+		// The removal never goes below another mount, whatever the mount
+		// table said (fsroot.RemoveAllSameMount).
 		for range 3 {
-			if err = dir.RemoveAll(name); sysErrno.Of(err) != syscall.ENOTEMPTY {
+			if err = fsroot.RemoveAllSameMount(dir, name); sysErrno.Of(err) != syscall.ENOTEMPTY {
 				break
 			}
+		}
+		var pe *fs.PathError
+		if errors.Is(err, fsroot.ErrMountBelow) && errors.As(err, &pe) {
+			fail(w, &httpError{kind: errBusy, msg: fmt.Sprintf("%q has a file system mounted below it (%s); nothing below the mount was removed", rel, pe.Path)})
+			return
 		}
 	default:
 		err = dir.Remove(name)
