@@ -2,6 +2,7 @@ package api
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -11,11 +12,13 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 	"unicode/utf8"
 
 	"go.uber.org/zap"
 
 	"github.com/sandbox-runtime/sandbox-runtime/fsroot"
+	"github.com/sandbox-runtime/sandbox-runtime/httpx"
 	sysErrno "github.com/sandbox-runtime/sandbox-runtime/internal/errno"
 	"github.com/sandbox-runtime/sandbox-runtime/pycompat"
 	"github.com/sandbox-runtime/sandbox-runtime/wire"
@@ -64,6 +67,12 @@ func (s *Server) filesHandler() http.Handler {
 	}
 	panic("no /v1/files route")
 }
+
+// listWait is how long a listing waits for its share of the listings'
+// budget (fsroot.Budget) before it is refused with 503 too_busy: longer
+// than httpx.WriteWait, so that listings whose clients stopped reading are
+// cut and give their share back before a waiting one is refused.
+const listWait = httpx.WriteWait + 5*time.Second
 
 // defaultFileMode is the mode of a file created by PUT without ?mode=.
 const defaultFileMode = 0o644
@@ -245,14 +254,39 @@ func (s *Server) listDir(w http.ResponseWriter, r *http.Request, in pycompat.InB
 		w.WriteHeader(http.StatusOK)
 		return
 	}
+	// All listings together hold at most fsroot.ListBudgetBytes of names:
+	// one that cannot get its first share within listWait is refused,
+	// before anything is sent.
+	ctx, cancel := context.WithTimeout(r.Context(), listWait)
+	lease, err := s.listings.Acquire(ctx)
+	cancel()
+	if err != nil {
+		if r.Context().Err() != nil {
+			return // the client is gone
+		}
+		w.Header().Set("Retry-After", "1")
+		w.Header().Set("Connection", "close")
+		writeError(w, http.StatusServiceUnavailable, "too_busy",
+			fmt.Sprintf("too many directory listings are in progress (together they hold at most %d MiB of names); retry", fsroot.ListBudgetBytes>>20), nil)
+		return
+	}
+	defer lease.Release()
+	// Every write has a deadline (httpx.WriteBound, as the event streams'),
+	// and the kernel holds little unsent: a client that stops reading is
+	// cut within httpx.WriteWait and gives its share of the budget back.
+	if conn := requestConn(r.Context()); conn != nil {
+		limitUnsent(conn, streamUnsentLimit)
+		defer limitUnsent(conn, 0)
+	}
+	bound := &httpx.WriteBound{RC: http.NewResponseController(w), Wait: httpx.WriteWait}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)
-	bw := bufio.NewWriterSize(w, 32<<10)
+	bw := bufio.NewWriterSize(httpx.BoundedWriter{W: w, B: bound}, 32<<10)
 	bw.WriteString(`{"path":`)
 	bw.Write(marshal(rel))
 	bw.WriteString(`,"entries":[`)
 	n := 0
-	err = fsroot.SortedEach(f, func(name string) error {
+	err = fsroot.SortedEach(f, lease, func(name string) error {
 		fi, err := dir.Lstat(name)
 		if err != nil {
 			return nil // removed meanwhile

@@ -129,24 +129,31 @@ func EachName(f *os.File, fn func(name string) error) error {
 
 // SortedEach calls fn with every name of the open directory f but the
 // Hidden ones, in byte order, holding at most ListPassBytes of names at
-// once: it reads the directory in passes, each keeping the smallest names
-// after the last one given to fn, so memory does not grow with the
-// directory (time grows by one directory read per ListPassBytes of names).
-// Like readdir, a name created, removed or renamed during the listing may
-// or may not be seen; no name is given twice. It stops at fn's first error
-// and returns it.
-func SortedEach(f *os.File, fn func(name string) error) error {
-	return sortedEach(f, ListPassBytes, fn)
+// once, and never more than lease can get from its Budget (nil: no shared
+// budget): it reads the directory in passes, each keeping the smallest
+// names after the last one given to fn, so memory does not grow with the
+// directory (time grows by one directory read per pass). Like readdir, a
+// name created, removed or renamed during the listing may or may not be
+// seen; no name is given twice. It stops at fn's first error and returns
+// it.
+func SortedEach(f *os.File, lease *Lease, fn func(name string) error) error {
+	return sortedEach(f, ListPassBytes, lease, fn)
 }
 
 // sortedEach is SortedEach holding at most passBytes of names.
-func sortedEach(f *os.File, passBytes int, fn func(name string) error) error {
+func sortedEach(f *os.File, passBytes int, lease *Lease, fn func(name string) error) error {
 	var last string
 	for pass := 0; ; pass++ {
 		if pass > 0 {
 			if _, err := f.Seek(0, io.SeekStart); err != nil {
 				return err
 			}
+		}
+		// limit is what this pass may hold: a lease starts at its first
+		// chunk and grows while the budget has chunks free.
+		limit := passBytes
+		if lease != nil {
+			limit = min(passBytes, lease.bytes())
 		}
 		var h maxHeap
 		held, dropped := 0, false
@@ -159,7 +166,10 @@ func sortedEach(f *os.File, passBytes int, fn func(name string) error) error {
 			}
 			heap.Push(&h, n)
 			held += len(n) + 16
-			for held > passBytes && len(h) > 1 {
+			for lease != nil && held > limit && limit < passBytes && lease.grow() {
+				limit = min(passBytes, lease.bytes())
+			}
+			for held > limit && len(h) > 1 {
 				held -= len(heap.Pop(&h).(string)) + 16
 				dropped = true
 			}
@@ -174,6 +184,9 @@ func sortedEach(f *os.File, passBytes int, fn func(name string) error) error {
 			if err := fn(n); err != nil {
 				return err
 			}
+		}
+		if lease != nil {
+			lease.shrink() // the pass's names are given: free what it added
 		}
 		if !dropped {
 			return nil
