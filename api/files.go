@@ -140,7 +140,11 @@ func (s *Server) getFile(w http.ResponseWriter, r *http.Request) {
 	defer in.Root.Close()
 	// Anything but a regular file or a directory is refused before it is
 	// opened: opening a socket fails (ENXIO), a device's open can act (a
-	// tape rewinds, a terminal would become the daemon's own).
+	// tape rewinds, a terminal would become the daemon's own). One swapped
+	// in between this check and the open below is opened (non-blocking,
+	// O_NOCTTY), never read, and refused after the fstat: Linux has no way
+	// to turn an O_PATH descriptor of a file into a readable one but a
+	// re-open by a /proc path, which is not used (fsroot).
 	notFile := badRequest(fmt.Sprintf("%q is not a regular file or a directory", rel))
 	if fi, err := in.Root.Stat(pycompat.DotIfEmpty(in.Rel)); err == nil && !fi.Mode().IsRegular() && !fi.IsDir() {
 		fail(w, notFile)
