@@ -259,9 +259,9 @@ func (s *Server) listDir(w http.ResponseWriter, r *http.Request, in pycompat.InB
 		return
 	}
 	// All listings together hold at most fsroot.ListBudgetBytes of names:
-	// one that cannot get its first share within listWait is refused,
+	// one that cannot get its first share within s.listWait is refused,
 	// before anything is sent.
-	ctx, cancel := context.WithTimeout(r.Context(), listWait)
+	ctx, cancel := context.WithTimeout(r.Context(), s.listWait)
 	lease, err := s.listings.Acquire(ctx)
 	cancel()
 	if err != nil {
