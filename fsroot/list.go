@@ -58,8 +58,9 @@ func isHex(s string, n int) bool {
 // before since (files, and directories with what is in them): what a
 // write cut by a crash or a SIGKILL left. Names modified since are kept:
 // they may belong to a write in progress. It walks directories without
-// following symlinks, a batch of entries at a time, and stops early when
-// stop is closed. Unreadable directories are skipped; it returns the names
+// following symlinks, a batch of entries at a time, removes nothing below
+// another mount (RemoveAllSameMount), and stops early when stop is
+// closed. Unreadable directories are skipped; it returns the names
 // removed (relative to root) and the first error.
 func CleanTemps(root *os.Root, since time.Time, stop <-chan struct{}) (removed []string, err error) {
 	queue := []string{"."}
@@ -82,7 +83,9 @@ func CleanTemps(root *os.Root, since time.Time, stop <-chan struct{}) (removed [
 				}
 				if Hidden(e.Name()) {
 					if fi, ierr := e.Info(); ierr == nil && fi.ModTime().Before(since) {
-						if rmErr := root.RemoveAll(p); rmErr != nil && err == nil {
+						// Never below a mount: one made inside a leftover
+						// would take the removal outside.
+						if rmErr := removeAllAt(f, e.Name()); rmErr != nil && err == nil {
 							err = rmErr
 						} else if rmErr == nil {
 							removed = append(removed, p)

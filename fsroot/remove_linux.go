@@ -44,6 +44,11 @@ func RemoveAllSameMount(dir *os.Root, name string) error {
 		return err
 	}
 	defer d.Close()
+	return removeAllAt(d, name)
+}
+
+// removeAllAt is RemoveAllSameMount of name in the open directory d.
+func removeAllAt(d *os.File, name string) error {
 	want, err := mountOf(int(d.Fd()))
 	if err != nil {
 		return &os.PathError{Op: "statx", Path: ".", Err: err}

@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"syscall"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -36,32 +37,14 @@ func TestRemoveAllSameMountStopsAtMount(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	done := make(chan error, 1)
-	go func() {
-		// The thread gets a mount namespace of its own and is never given
-		// back to the scheduler (it exits with the goroutine).
-		runtime.LockOSThread()
-		if err := unix.Unshare(unix.CLONE_NEWNS | unix.CLONE_FS); err != nil {
-			done <- err
-			return
-		}
-		if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
-			done <- err
-			return
-		}
-		if err := unix.Mount(outside, mnt, "", unix.MS_BIND, ""); err != nil {
-			done <- err
-			return
-		}
+	err := withBindMount(outside, mnt, func() error {
 		r, err := os.OpenRoot(base)
 		if err != nil {
-			done <- err
-			return
+			return err
 		}
 		defer r.Close()
-		done <- RemoveAllSameMount(r, "d")
-	}()
-	err := <-done
+		return RemoveAllSameMount(r, "d")
+	})
 	var pe *os.PathError
 	if !errors.Is(err, ErrMountBelow) || !errors.Is(err, syscall.EBUSY) || !errors.As(err, &pe) || pe.Path != "d/inner/bm" {
 		t.Errorf("RemoveAllSameMount = %v, want ErrMountBelow (EBUSY) at d/inner/bm", err)
@@ -111,5 +94,73 @@ func TestRemoveAllSameMount(t *testing.T) {
 	}
 	if err := RemoveAllSameMount(r, "missing"); err != nil {
 		t.Errorf("missing name: %v", err)
+	}
+}
+
+// withBindMount runs fn on a thread of its own, in a mount namespace of its
+// own where from is bind-mounted at to: nothing else in the process (nor
+// its /proc/self/mountinfo) sees the mount. The thread is never given back
+// to the scheduler (it exits with the goroutine), and the namespace with it.
+func withBindMount(from, to string, fn func() error) error {
+	done := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		if err := unix.Unshare(unix.CLONE_NEWNS | unix.CLONE_FS); err != nil {
+			done <- err
+			return
+		}
+		if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+			done <- err
+			return
+		}
+		if err := unix.Mount(from, to, "", unix.MS_BIND, ""); err != nil {
+			done <- err
+			return
+		}
+		done <- fn()
+	}()
+	return <-done
+}
+
+// TestCleanTempsStopsAtMount: a leftover temporary directory (older than
+// the start) with a bind mount of an outside directory inside it: CleanTemps
+// reports the error and removes nothing outside.
+func TestCleanTempsStopsAtMount(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("SKIP: bind mounts need root (CAP_SYS_ADMIN)")
+	}
+	tmp := t.TempDir()
+	outside := filepath.Join(tmp, "outside")
+	base := filepath.Join(tmp, "base")
+	leftover := filepath.Join(base, TempPrefix+"0123456789abcdef.tmp")
+	mnt := filepath.Join(leftover, "m")
+	for _, d := range []string{outside, mnt} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	victim := filepath.Join(outside, "victim.txt")
+	if err := os.WriteFile(victim, []byte("v"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	old := time.Now().Add(-time.Hour)
+	if err := os.Chtimes(leftover, old, old); err != nil {
+		t.Fatal(err)
+	}
+	var removed []string
+	err := withBindMount(outside, mnt, func() error {
+		r, err := os.OpenRoot(base)
+		if err != nil {
+			return err
+		}
+		defer r.Close()
+		removed, err = CleanTemps(r, time.Now(), nil)
+		return err
+	})
+	if !errors.Is(err, ErrMountBelow) || len(removed) != 0 {
+		t.Errorf("CleanTemps = %q, %v; want nothing removed and ErrMountBelow", removed, err)
+	}
+	if _, err := os.Stat(victim); err != nil {
+		t.Fatalf("the file outside the base, below the mount, is gone: %v", err)
 	}
 }

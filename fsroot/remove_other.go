@@ -15,3 +15,13 @@ var ErrMountBelow = errors.New("a file system is mounted below it")
 func RemoveAllSameMount(dir *os.Root, name string) error {
 	return dir.RemoveAll(name)
 }
+
+// removeAllAt is RemoveAllSameMount of name in the open directory d.
+func removeAllAt(d *os.File, name string) error {
+	r, err := os.OpenRoot(d.Name())
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	return r.RemoveAll(name)
+}
