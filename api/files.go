@@ -2,6 +2,7 @@ package api
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -11,11 +12,13 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 	"unicode/utf8"
 
 	"go.uber.org/zap"
 
 	"github.com/sandbox-runtime/sandbox-runtime/fsroot"
+	"github.com/sandbox-runtime/sandbox-runtime/httpx"
 	sysErrno "github.com/sandbox-runtime/sandbox-runtime/internal/errno"
 	"github.com/sandbox-runtime/sandbox-runtime/pycompat"
 	"github.com/sandbox-runtime/sandbox-runtime/wire"
@@ -64,6 +67,12 @@ func (s *Server) filesHandler() http.Handler {
 	}
 	panic("no /v1/files route")
 }
+
+// listWait is how long a listing waits for its share of the listings'
+// budget (fsroot.Budget) before it is refused with 503 too_busy: longer
+// than httpx.WriteWait, so that listings whose clients stopped reading are
+// cut and give their share back before a waiting one is refused.
+const listWait = httpx.WriteWait + 5*time.Second
 
 // defaultFileMode is the mode of a file created by PUT without ?mode=.
 const defaultFileMode = 0o644
@@ -131,7 +140,11 @@ func (s *Server) getFile(w http.ResponseWriter, r *http.Request) {
 	defer in.Root.Close()
 	// Anything but a regular file or a directory is refused before it is
 	// opened: opening a socket fails (ENXIO), a device's open can act (a
-	// tape rewinds, a terminal would become the daemon's own).
+	// tape rewinds, a terminal would become the daemon's own). One swapped
+	// in between this check and the open below is opened (non-blocking,
+	// O_NOCTTY), never read, and refused after the fstat: Linux has no way
+	// to turn an O_PATH descriptor of a file into a readable one but a
+	// re-open by a /proc path, which is not used (fsroot).
 	notFile := badRequest(fmt.Sprintf("%q is not a regular file or a directory", rel))
 	if fi, err := in.Root.Stat(pycompat.DotIfEmpty(in.Rel)); err == nil && !fi.Mode().IsRegular() && !fi.IsDir() {
 		fail(w, notFile)
@@ -245,14 +258,39 @@ func (s *Server) listDir(w http.ResponseWriter, r *http.Request, in pycompat.InB
 		w.WriteHeader(http.StatusOK)
 		return
 	}
+	// All listings together hold at most fsroot.ListBudgetBytes of names:
+	// one that cannot get its first share within s.listWait is refused,
+	// before anything is sent.
+	ctx, cancel := context.WithTimeout(r.Context(), s.listWait)
+	lease, err := s.listings.Acquire(ctx)
+	cancel()
+	if err != nil {
+		if r.Context().Err() != nil {
+			return // the client is gone
+		}
+		w.Header().Set("Retry-After", "1")
+		w.Header().Set("Connection", "close")
+		writeError(w, http.StatusServiceUnavailable, "too_busy",
+			fmt.Sprintf("too many directory listings are in progress (together they hold at most %d MiB of names); retry", fsroot.ListBudgetBytes>>20), nil)
+		return
+	}
+	defer lease.Release()
+	// Every write has a deadline (httpx.WriteBound, as the event streams'),
+	// and the kernel holds little unsent: a client that stops reading is
+	// cut within httpx.WriteWait and gives its share of the budget back.
+	if conn := requestConn(r.Context()); conn != nil {
+		limitUnsent(conn, streamUnsentLimit)
+		defer limitUnsent(conn, 0)
+	}
+	bound := &httpx.WriteBound{RC: http.NewResponseController(w), Wait: httpx.WriteWait}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)
-	bw := bufio.NewWriterSize(w, 32<<10)
+	bw := bufio.NewWriterSize(httpx.BoundedWriter{W: w, B: bound}, 32<<10)
 	bw.WriteString(`{"path":`)
 	bw.Write(marshal(rel))
 	bw.WriteString(`,"entries":[`)
 	n := 0
-	err = fsroot.SortedEach(f, func(name string) error {
+	err = fsroot.SortedEach(f, lease, func(name string) error {
 		fi, err := dir.Lstat(name)
 		if err != nil {
 			return nil // removed meanwhile
@@ -489,10 +527,17 @@ func (s *Server) deleteFile(w http.ResponseWriter, r *http.Request) {
 	case fi.IsDir() && recursive:
 		// Something may be creating files below it meanwhile: try again a
 		// few times, then report the conflict (fileError: ENOTEMPTY → 409).
+		// The removal never goes below another mount, whatever the mount
+		// table said (fsroot.RemoveAllSameMount).
 		for range 3 {
-			if err = dir.RemoveAll(name); sysErrno.Of(err) != syscall.ENOTEMPTY {
+			if err = fsroot.RemoveAllSameMount(dir, name); sysErrno.Of(err) != syscall.ENOTEMPTY {
 				break
 			}
+		}
+		var pe *fs.PathError
+		if errors.Is(err, fsroot.ErrMountBelow) && errors.As(err, &pe) {
+			fail(w, &httpError{kind: errBusy, msg: fmt.Sprintf("%q has a file system mounted below it (%s); nothing below the mount was removed", rel, pe.Path)})
+			return
 		}
 	default:
 		err = dir.Remove(name)

@@ -3,6 +3,7 @@ package api
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -15,6 +16,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sandbox-runtime/sandbox-runtime/fsroot"
 )
 
 // fileReq sends one request to /v1/files and returns status, headers and body.
@@ -463,4 +466,48 @@ func rawGet(t *testing.T, serverURL, target string) (int, []byte) {
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, body
+}
+
+// TestFilesListBudget: while the listings' budget is all leased, a listing
+// waits (the server's listWait, lowered here) and is refused before
+// anything is sent: 503 too_busy, Retry-After: 1, the connection closed
+// (specScenarioFiles checks it against the spec). Once a share is given back, the same
+// listing is answered in full.
+func TestFilesListBudget(t *testing.T) {
+	ts := newTestServer(t, nil)
+	ts.listWait = 50 * time.Millisecond
+	if err := os.MkdirAll(filepath.Join(ts.BaseDir, "d"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var leases []*fsroot.Lease
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+		l, err := ts.listings.Acquire(ctx)
+		cancel()
+		if err != nil {
+			break
+		}
+		leases = append(leases, l)
+	}
+	if len(leases) != fsroot.ListBudgetBytes/fsroot.BudgetChunk {
+		t.Fatalf("%d leases granted, want %d", len(leases), fsroot.ListBudgetBytes/fsroot.BudgetChunk)
+	}
+	resp, err := http.Get(ts.URL + "/v1/files/d")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	var e struct{ Error struct{ Code string } }
+	json.Unmarshal(body, &e)
+	if resp.StatusCode != 503 || e.Error.Code != "too_busy" || resp.Header.Get("Retry-After") != "1" || !resp.Close {
+		t.Errorf("GET dir with the budget leased: %d %s, Retry-After %q, close %v; want 503 too_busy, 1, closed", resp.StatusCode, body, resp.Header.Get("Retry-After"), resp.Close)
+	}
+	leases[0].Release()
+	if status, _, body := fileReq(t, "GET", ts.URL+"/v1/files/d", nil); status != 200 || !strings.HasSuffix(string(body), `"entries":[]}`) {
+		t.Errorf("GET dir with a share free: %d %s", status, body)
+	}
+	for _, l := range leases[1:] {
+		l.Release()
+	}
 }

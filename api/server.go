@@ -22,6 +22,7 @@ import (
 	"github.com/google/uuid"
 	"go.uber.org/zap"
 
+	"github.com/sandbox-runtime/sandbox-runtime/fsroot"
 	"github.com/sandbox-runtime/sandbox-runtime/httpx"
 	"github.com/sandbox-runtime/sandbox-runtime/metrics"
 	"github.com/sandbox-runtime/sandbox-runtime/runtime"
@@ -83,8 +84,10 @@ type Server struct {
 	streamsCtx  context.Context
 	stopStreams context.CancelFunc
 	hijacked    *connSet
-	bodies      *bodyGate    // requests reading a body (bodylimit.go)
-	conns       *connLimiter // open connections (conncap.go)
+	bodies      *bodyGate      // requests reading a body (bodylimit.go)
+	conns       *connLimiter   // open connections (conncap.go)
+	listings    *fsroot.Budget // the names all v1 listings hold (files.go)
+	listWait    time.Duration  // how long a listing waits for its share (listWait; tests lower it)
 	origins     originPolicy
 }
 
@@ -105,6 +108,7 @@ func New(m *runtime.Manager, opts Options) *Server {
 	}
 	s := &Server{m: m, opts: opts, log: opts.Logger.Named("api"), metrics: opts.Metrics, hijacked: newConnSet(), bodies: newBodyGate(), started: time.Now().UTC()}
 	s.bodies.refuse = s.refuse
+	s.listings, s.listWait = fsroot.NewBudget(fsroot.ListBudgetBytes), listWait
 	s.conns = newConnLimiter(fdSoftLimit(), s.log.Named("conns"))
 	s.streamsCtx, s.stopStreams = context.WithCancel(context.Background())
 	s.auth = newTokenAuth(s.streamsCtx, opts.TokenFile, s.log.Named("auth"))

@@ -42,6 +42,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/gorilla/websocket"
 
+	"github.com/sandbox-runtime/sandbox-runtime/fsroot"
 	"github.com/sandbox-runtime/sandbox-runtime/runtime"
 )
 
@@ -1063,6 +1064,24 @@ func specScenarioFiles(t *testing.T, c *specClient, ts *testServer) {
 	c.do(t, specReq{method: "GET", path: "/v1/files/..%2F..%2Fetc%2Fpasswd", want: 403})
 	c.do(t, specReq{method: "PUT", path: "/v1/files/..%2Fx", body: []byte("x"), ctype: "application/octet-stream", want: 403})
 	c.do(t, specReq{method: "GET", path: "/v1/files/dir/a.txt", header: map[string]string{"If-Match": `"nope"`}, want: 412})
+	// All listings' budget leased: a listing is 503 too_busy.
+	var leases []*fsroot.Lease
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+		l, err := ts.listings.Acquire(ctx)
+		cancel()
+		if err != nil {
+			break
+		}
+		leases = append(leases, l)
+	}
+	wait := ts.listWait
+	ts.listWait = 10 * time.Millisecond
+	c.do(t, specReq{method: "GET", path: "/v1/files/dir", want: 503})
+	ts.listWait = wait
+	for _, l := range leases {
+		l.Release()
+	}
 	c.do(t, specReq{method: "DELETE", path: "/v1/files/dir", want: 409})
 	c.do(t, specReq{method: "DELETE", path: "/v1/files/dir?recursive=true", want: 204})
 	c.do(t, specReq{method: "DELETE", path: "/v1/files/dir", want: 404})

@@ -8,10 +8,10 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
-	"sync"
 	"time"
 	"unicode/utf8"
 
+	"github.com/sandbox-runtime/sandbox-runtime/httpx"
 	"github.com/sandbox-runtime/sandbox-runtime/ringbuf"
 	"github.com/sandbox-runtime/sandbox-runtime/runtime"
 	"github.com/sandbox-runtime/sandbox-runtime/wire"
@@ -366,13 +366,13 @@ func appendJSONText(dst, s []byte) ([]byte, bool) {
 	}
 }
 
-// Deadlines of an NDJSON stream. Every write has one, so a client that
-// stops reading costs its buffers for a bounded time and never holds a
-// handler (or shutdown) beyond it.
+// Deadlines of an NDJSON stream. Every write has one (httpx.WriteBound),
+// so a client that stops reading costs its buffers for a bounded time and
+// never holds a handler (or shutdown) beyond it.
 const (
 	// streamWriteWait bounds one write: a client that does not take a
 	// batch (at most sinkFlushSize bytes) within it is disconnected.
-	streamWriteWait = 10 * time.Second
+	streamWriteWait = httpx.WriteWait
 	// streamEndGrace is how long after its window a stream may still
 	// write: a write in progress at max_wait, then the `end` line. Past it
 	// the connection is cut; the client re-opens at its last next_cursor
@@ -386,36 +386,19 @@ const (
 
 // ndjsonSink writes events as lines of an HTTP response.
 type ndjsonSink struct {
-	w   http.ResponseWriter
-	rc  *http.ResponseController
-	buf []byte
-
-	mu    sync.Mutex // guards limit and serialises setting the write deadline
-	limit time.Time  // no write may last past this; zero: none
+	w     http.ResponseWriter
+	rc    *http.ResponseController
+	buf   []byte
+	bound httpx.WriteBound // the write deadlines
 }
 
 // armDeadline sets the connection's write deadline for the next write:
 // streamWriteWait from now, or the stream's limit if that is sooner.
-func (n *ndjsonSink) armDeadline() {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	d := time.Now().Add(streamWriteWait)
-	if !n.limit.IsZero() && n.limit.Before(d) {
-		d = n.limit
-	}
-	n.rc.SetWriteDeadline(d)
-}
+func (n *ndjsonSink) armDeadline() { n.bound.Arm() }
 
 // lower brings the stream's limit forward to t (never back) and applies it
 // at once, to a write in progress too. It may be called from any goroutine.
-func (n *ndjsonSink) lower(t time.Time) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.limit.IsZero() || t.Before(n.limit) {
-		n.limit = t
-		n.rc.SetWriteDeadline(t)
-	}
-}
+func (n *ndjsonSink) lower(t time.Time) { n.bound.Lower(t) }
 
 func (n *ndjsonSink) event(obj []byte) error {
 	n.buf = append(n.buf, obj...)
@@ -465,7 +448,8 @@ func (s *Server) streamNDJSON(w http.ResponseWriter, r *http.Request, c *runtime
 	if conn != nil {
 		limitUnsent(conn, streamUnsentLimit)
 	}
-	sink := &ndjsonSink{w: w, rc: http.NewResponseController(w)}
+	rc := http.NewResponseController(w)
+	sink := &ndjsonSink{w: w, rc: rc, bound: httpx.WriteBound{RC: rc, Wait: streamWriteWait}}
 	sink.lower(time.Now().Add(window + streamEndGrace))
 	// Shutdown ends the stream with an `end` line (streamEvents); a write
 	// blocked on a client that does not read must not hold it longer.

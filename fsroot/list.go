@@ -58,8 +58,9 @@ func isHex(s string, n int) bool {
 // before since (files, and directories with what is in them): what a
 // write cut by a crash or a SIGKILL left. Names modified since are kept:
 // they may belong to a write in progress. It walks directories without
-// following symlinks, a batch of entries at a time, and stops early when
-// stop is closed. Unreadable directories are skipped; it returns the names
+// following symlinks, a batch of entries at a time, removes nothing below
+// another mount (RemoveAllSameMount), and stops early when stop is
+// closed. Unreadable directories are skipped; it returns the names
 // removed (relative to root) and the first error.
 func CleanTemps(root *os.Root, since time.Time, stop <-chan struct{}) (removed []string, err error) {
 	queue := []string{"."}
@@ -82,7 +83,9 @@ func CleanTemps(root *os.Root, since time.Time, stop <-chan struct{}) (removed [
 				}
 				if Hidden(e.Name()) {
 					if fi, ierr := e.Info(); ierr == nil && fi.ModTime().Before(since) {
-						if rmErr := root.RemoveAll(p); rmErr != nil && err == nil {
+						// Never below a mount: one made inside a leftover
+						// would take the removal outside.
+						if rmErr := removeAllAt(f, e.Name()); rmErr != nil && err == nil {
 							err = rmErr
 						} else if rmErr == nil {
 							removed = append(removed, p)
@@ -129,24 +132,31 @@ func EachName(f *os.File, fn func(name string) error) error {
 
 // SortedEach calls fn with every name of the open directory f but the
 // Hidden ones, in byte order, holding at most ListPassBytes of names at
-// once: it reads the directory in passes, each keeping the smallest names
-// after the last one given to fn, so memory does not grow with the
-// directory (time grows by one directory read per ListPassBytes of names).
-// Like readdir, a name created, removed or renamed during the listing may
-// or may not be seen; no name is given twice. It stops at fn's first error
-// and returns it.
-func SortedEach(f *os.File, fn func(name string) error) error {
-	return sortedEach(f, ListPassBytes, fn)
+// once, and never more than lease can get from its Budget (nil: no shared
+// budget): it reads the directory in passes, each keeping the smallest
+// names after the last one given to fn, so memory does not grow with the
+// directory (time grows by one directory read per pass). Like readdir, a
+// name created, removed or renamed during the listing may or may not be
+// seen; no name is given twice. It stops at fn's first error and returns
+// it.
+func SortedEach(f *os.File, lease *Lease, fn func(name string) error) error {
+	return sortedEach(f, ListPassBytes, lease, fn)
 }
 
 // sortedEach is SortedEach holding at most passBytes of names.
-func sortedEach(f *os.File, passBytes int, fn func(name string) error) error {
+func sortedEach(f *os.File, passBytes int, lease *Lease, fn func(name string) error) error {
 	var last string
 	for pass := 0; ; pass++ {
 		if pass > 0 {
 			if _, err := f.Seek(0, io.SeekStart); err != nil {
 				return err
 			}
+		}
+		// limit is what this pass may hold: a lease starts at its first
+		// chunk and grows while the budget has chunks free.
+		limit := passBytes
+		if lease != nil {
+			limit = min(passBytes, lease.bytes())
 		}
 		var h maxHeap
 		held, dropped := 0, false
@@ -159,7 +169,10 @@ func sortedEach(f *os.File, passBytes int, fn func(name string) error) error {
 			}
 			heap.Push(&h, n)
 			held += len(n) + 16
-			for held > passBytes && len(h) > 1 {
+			for lease != nil && held > limit && limit < passBytes && lease.grow() {
+				limit = min(passBytes, lease.bytes())
+			}
+			for held > limit && len(h) > 1 {
 				held -= len(heap.Pop(&h).(string)) + 16
 				dropped = true
 			}
@@ -174,6 +187,9 @@ func sortedEach(f *os.File, passBytes int, fn func(name string) error) error {
 			if err := fn(n); err != nil {
 				return err
 			}
+		}
+		if lease != nil {
+			lease.shrink() // the pass's names are given: free what it added
 		}
 		if !dropped {
 			return nil

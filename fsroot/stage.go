@@ -122,7 +122,7 @@ func (s *Staged) Commit(name string, perm fs.FileMode) error {
 // directory).
 func (s *Staged) Close() {
 	if s.tmp != "" {
-		s.parent.RemoveAll(s.tmp)
+		RemoveAllSameMount(s.parent, s.tmp) // never below a mount made in it meanwhile
 		s.tmp = ""
 	}
 	for i := len(s.closers) - 1; i >= 0; i-- {

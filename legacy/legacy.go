@@ -742,7 +742,11 @@ func (s *Handlers) legacyListPath(w http.ResponseWriter, p string) {
 		if bw == nil {
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusOK)
-			bw = bufio.NewWriterSize(w, 32<<10)
+			// Every write has a deadline (httpx.WriteBound): a client
+			// that stops reading is cut within httpx.WriteWait instead
+			// of holding the handler and the directory open for ever.
+			bound := &httpx.WriteBound{RC: http.NewResponseController(w), Wait: httpx.WriteWait}
+			bw = bufio.NewWriterSize(httpx.BoundedWriter{W: w, B: bound}, 32<<10)
 			bw.WriteByte('[')
 		}
 		if n > 0 {
