@@ -21,8 +21,15 @@
 // When PROG exits, every process of its tree still alive after a grace of
 // leakGrace (the namespace's processes, or the subreaper's descendants) has
 // outlived it: testexec lists them on stderr (and appends the list to the
-// file $TESTEXEC_REPORT when set), kills them by PID, and with -leaks fail
-// (the default) exits 1 if PROG had succeeded. The outermost testexec also
+// file $TESTEXEC_REPORT when set), kills them (the init: with kill(-1),
+// which reaches its namespace only, until it has no child left; the
+// subreaper: by PID), and with -leaks fail (the default) exits 1 if PROG
+// had succeeded. Both judge through a /proc directory fd opened before
+// PROG starts and checked to be their PID namespace's, never through the
+// /proc path: a test that mounts over /proc (another namespace's proc
+// hides its processes) or unmounts it (the host's proc shows through)
+// changes nothing testexec sees, and no other namespace's process is
+// ever listed. (A plain umount of the init's /proc now fails with EBUSY.) The outermost testexec also
 // sets TESTEXEC_RUN to a fresh marker, which every process of the run
 // inherits unless it clears its environment, and after PROG's tree is gone
 // it reports and kills any process still carrying the marker (one that
