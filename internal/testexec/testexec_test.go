@@ -446,22 +446,36 @@ func runBounded(t *testing.T, cmd *exec.Cmd) (stdout, stderr string) {
 
 // TestProcMountedOver: a test that mounts another PID namespace's proc
 // over /proc (in testexec's mount namespace) cannot hide what it leaves:
-// the init still names the setsid'd orphan and exits 1.
+// testexec still names the setsid'd orphan and exits 1. In ns mode the
+// mount is in the init's mount namespace; in subreaper mode testexec runs
+// in a private mount namespace of the test's making (so the test's own
+// /proc stays as it was), where the helper mounts over the /proc it sees.
 func TestProcMountedOver(t *testing.T) {
-	needNamespaces(t)
-	cmd, mark := wrapped(t, "ns", "blind")
-	stdout, stderr := runBounded(t, cmd)
-	if stdout != "ready\n" {
-		t.Fatalf("stdout %q; want ready; stderr:\n%s", stdout, stderr)
+	for _, mode := range []string{"ns", "subreaper"} {
+		t.Run(mode, func(t *testing.T) {
+			needNamespaces(t)
+			cmd, mark := wrapped(t, mode, "blind")
+			if mode == "subreaper" {
+				cmd.Args = append([]string{os.Args[0], testexecBin}, cmd.Args[1:]...)
+				cmd.Path = os.Args[0]
+				cmd.Env = environWith(helperEnv+"=private-mounts", treeMarkEnv+"="+mark, modeEnv+"="+mode, markEnv+"=")
+				cmd.Args = append(cmd.Args[:len(cmd.Args)-1], "env", helperEnv+"=blind", os.Args[0])
+				cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWNS}
+			}
+			stdout, stderr := runBounded(t, cmd)
+			if stdout != "ready\n" {
+				t.Fatalf("stdout %q; want ready; stderr:\n%s", stdout, stderr)
+			}
+			if code := cmd.ProcessState.ExitCode(); code != 1 {
+				t.Errorf("exit code %d; want 1 (a process outlived the test); stderr:\n%s", code, stderr)
+			}
+			want := "testexec: tree: 1 process(es) outlived it; killing them:"
+			if !strings.Contains(stderr, want) || !strings.Contains(stderr, ": "+os.Args[0]) {
+				t.Errorf("stderr:\n%s\nwant the line %q and the orphan's command line", stderr, want)
+			}
+			waitNone(t, mark, 0)
+		})
 	}
-	if code := cmd.ProcessState.ExitCode(); code != 1 {
-		t.Errorf("exit code %d; want 1 (a process outlived the test); stderr:\n%s", code, stderr)
-	}
-	want := "testexec: tree: 1 process(es) outlived it; killing them:"
-	if !strings.Contains(stderr, want) || !strings.Contains(stderr, " ppid 1: "+os.Args[0]) {
-		t.Errorf("stderr:\n%s\nwant the line %q and the orphan's command line", stderr, want)
-	}
-	waitNone(t, mark, 0)
 }
 
 // TestProcUnmounted: a test that unmounts /proc (exposing the host's proc
