@@ -21,8 +21,15 @@
 // When PROG exits, every process of its tree still alive after a grace of
 // leakGrace (the namespace's processes, or the subreaper's descendants) has
 // outlived it: testexec lists them on stderr (and appends the list to the
-// file $TESTEXEC_REPORT when set), kills them by PID, and with -leaks fail
-// (the default) exits 1 if PROG had succeeded. The outermost testexec also
+// file $TESTEXEC_REPORT when set), kills them (the init: with kill(-1),
+// which reaches its namespace only, until it has no child left; the
+// subreaper: by PID), and with -leaks fail (the default) exits 1 if PROG
+// had succeeded. Both judge through a /proc directory fd opened before
+// PROG starts and checked to be their PID namespace's, never through the
+// /proc path: a test that mounts over /proc (another namespace's proc
+// hides its processes) or unmounts it (the host's proc shows through)
+// changes nothing testexec sees, and no other namespace's process is
+// ever listed. (A plain umount of the init's /proc now fails with EBUSY.) The outermost testexec also
 // sets TESTEXEC_RUN to a fresh marker, which every process of the run
 // inherits unless it clears its environment, and after PROG's tree is gone
 // it reports and kills any process still carrying the marker (one that
@@ -126,6 +133,15 @@ func run(o options) int {
 		mark, outermost = hex.EncodeToString(b[:]), true
 		os.Setenv(markEnv, mark)
 	}
+	// The proc of the namespace testexec runs in, opened before anything
+	// runs: a stage that (as root, in this mount namespace) mounts over
+	// /proc cannot hide its processes from the marker scan, or from the
+	// subreaper's.
+	pd, err := openProc("/proc")
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "testexec: %s: %v\n", o.label, err)
+		return 125
+	}
 	code, leaked := -1, false
 	mode := os.Getenv(modeEnv)
 	if mode != "subreaper" {
@@ -141,16 +157,16 @@ func run(o options) int {
 		}
 	}
 	if code < 0 {
-		code, leaked = supervise(o, false, nil)
+		code, leaked = supervise(o, pd, false, nil)
 	}
 	if outermost {
 		// Anything still carrying the run's marker escaped both nets.
 		marked := func() []proc {
-			return filter(scan(), func(p proc) bool { return p.pid != os.Getpid() && p.hasEnv(markEnv, mark) })
+			return filter(pd.scan(), func(p proc) bool { return p.pid != os.Getpid() && pd.hasEnv(p, markEnv, mark) })
 		}
 		if left := waitLeftovers(marked, leakGrace); len(left) > 0 {
-			report(o.label, "carry "+markEnv+" of this run", left)
-			killAll(marked, false)
+			report(pd, o.label, "carry "+markEnv+" of this run", left)
+			killAll(pd, marked, false)
 			leaked = true
 		}
 	}
@@ -248,7 +264,13 @@ func nsInit(o options) int {
 	if err := syscall.Mount("proc", "/proc", "proc", syscall.MS_NOSUID|syscall.MS_NODEV|syscall.MS_NOEXEC, ""); err != nil {
 		return fail("mounting /proc", err)
 	}
-	code, leaked := supervise(o, true, func() error {
+	// Judged through this fd, not the /proc path: a test may mount over
+	// /proc (hiding its processes) or unmount it (exposing the host's).
+	pd, err := openProc("/proc")
+	if err != nil {
+		return fail("opening /proc", err)
+	}
+	code, leaked := supervise(o, pd, true, func() error {
 		// With the signal handlers in place (PID 1 ignores what it does
 		// not handle). A write error means testexec is gone already (it
 		// died before Pdeathsig was armed, which Go cannot check in a new
@@ -269,7 +291,7 @@ func nsInit(o options) int {
 //
 // ready, when not nil, is called once signals are being caught, before
 // PROG starts; an error from it ends supervise with nothing run.
-func supervise(o options, inNS bool, ready func() error) (code int, leaked bool) {
+func supervise(o options, pd procDir, inNS bool, ready func() error) (code int, leaked bool) {
 	if !inNS {
 		if err := prctl(pr_SET_CHILD_SUBREAPER, 1); err != nil {
 			fmt.Fprintf(os.Stderr, "testexec: %s: cannot be a subreaper (%v): orphans escape\n", o.label, err)
@@ -327,18 +349,41 @@ func supervise(o options, inNS bool, ready func() error) (code int, leaked bool)
 	}
 	self := os.Getpid()
 	tree := func() []proc {
-		all := scan()
+		all := pd.scan()
 		if inNS {
 			return filter(all, func(p proc) bool { return p.pid != self })
 		}
 		return descendants(all, self)
 	}
 	if left := waitLeftovers(tree, leakGrace); len(left) > 0 {
-		report(o.label, "outlived it", left)
+		report(pd, o.label, "outlived it", left)
 		leaked = true
 	}
-	killAll(tree, true)
+	if inNS {
+		endNamespace(pd, tree)
+	} else {
+		killAll(pd, tree, true)
+	}
 	return code, leaked
+}
+
+// endNamespace, in the namespace's init, kills every other process of the
+// namespace with kill(-1) (which reaches this namespace, and the ones
+// nested in it, only) and reaps until the init has no child left and
+// tree finds nothing, or killBudget runs out.
+func endNamespace(pd procDir, tree func() []proc) {
+	deadline := time.Now().Add(killBudget)
+	for {
+		syscall.Kill(-1, syscall.SIGKILL)
+		if !reapAll() && len(tree()) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			report(pd, "testexec", "could not be killed", tree())
+			return
+		}
+		time.Sleep(5 * time.Millisecond) // let the kernel deliver the kills and reparent orphans to us
+	}
 }
 
 // waitLeftovers returns what list finds once it stays non-empty for grace
@@ -358,7 +403,7 @@ func waitLeftovers(list func() []proc, grace time.Duration) []proc {
 // killAll SIGKILLs what list finds, by PID, until it finds nothing (a
 // process may fork until it is killed; the orphans of killed parents
 // become ours) or killBudget runs out; it reaps our children as it goes.
-func killAll(list func() []proc, reap bool) {
+func killAll(pd procDir, list func() []proc, reap bool) {
 	deadline := time.Now().Add(killBudget)
 	for {
 		if reap {
@@ -369,7 +414,7 @@ func killAll(list func() []proc, reap bool) {
 			return
 		}
 		if time.Now().After(deadline) {
-			report("testexec", "could not be killed", left)
+			report(pd, "testexec", "could not be killed", left)
 			return
 		}
 		for _, p := range left {
@@ -379,22 +424,26 @@ func killAll(list func() []proc, reap bool) {
 	}
 }
 
-// reapAll collects every child of ours that has exited.
-func reapAll() {
+// reapAll collects every child of ours that has exited, and reports
+// whether any child (a live one) is left.
+func reapAll() bool {
 	for {
 		var ws syscall.WaitStatus
 		pid, err := syscall.Wait4(-1, &ws, syscall.WNOHANG, nil)
 		if err == syscall.EINTR {
 			continue
 		}
-		if pid <= 0 || err != nil {
-			return
+		if err != nil { // ECHILD
+			return false
+		}
+		if pid == 0 {
+			return true
 		}
 	}
 }
 
 // report names leftover processes on stderr and in $TESTEXEC_REPORT.
-func report(label, what string, left []proc) {
+func report(pd procDir, label, what string, left []proc) {
 	var b strings.Builder
 	fmt.Fprintf(&b, "testexec: %s: %d process(es) %s; killing them:\n", label, len(left), what)
 	for i, p := range left {
@@ -402,7 +451,7 @@ func report(label, what string, left []proc) {
 			fmt.Fprintf(&b, "testexec: %s:   … and %d more\n", label, len(left)-maxListed)
 			break
 		}
-		fmt.Fprintf(&b, "testexec: %s:   pid %d ppid %d: %s\n", label, p.pid, p.ppid, p.cmdline())
+		fmt.Fprintf(&b, "testexec: %s:   pid %d ppid %d: %s\n", label, p.pid, p.ppid, pd.cmdline(p))
 	}
 	os.Stderr.WriteString(b.String())
 	if path := os.Getenv(reportEnv); path != "" {
@@ -413,21 +462,66 @@ func report(label, what string, left []proc) {
 	}
 }
 
-// proc is a live (not zombie) process seen in /proc.
+// procDir is a /proc held open by directory fd from before PROG starts:
+// every look-up resolves relative to that fd, so a test that later mounts
+// something over /proc (another PID namespace's proc, a tmpfs) or
+// unmounts it (exposing the host's proc below) changes nothing testexec
+// sees. Only processes of the PID namespace the proc was mounted for are
+// ever listed, read or reported.
+type procDir struct{ fd int }
+
+// openProc opens path as the proc of this process's PID namespace, and
+// checks that it is one: its "self" must be us.
+func openProc(path string) (procDir, error) {
+	fd, err := syscall.Open(path, syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return procDir{-1}, err
+	}
+	d := procDir{fd}
+	b, err := d.read("self/stat")
+	if f := strings.Fields(string(b)); err != nil || len(f) == 0 || f[0] != strconv.Itoa(os.Getpid()) {
+		syscall.Close(fd)
+		return procDir{-1}, fmt.Errorf("%s is not the proc of this PID namespace (self/stat: %q, %v)", path, bytes.TrimSpace(b), err)
+	}
+	return d, nil
+}
+
+// read returns the contents of rel, a path below the proc.
+func (d procDir) read(rel string) ([]byte, error) {
+	fd, err := syscall.Openat(d.fd, rel, syscall.O_RDONLY|syscall.O_CLOEXEC|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		return nil, err
+	}
+	f := os.NewFile(uintptr(fd), rel)
+	defer f.Close()
+	var b bytes.Buffer
+	_, err = b.ReadFrom(f)
+	return b.Bytes(), err
+}
+
+// proc is a live (not zombie) process seen in a procDir.
 type proc struct {
 	pid, ppid int
 }
 
-// scan lists the live processes of this /proc.
-func scan() []proc {
-	ents, _ := os.ReadDir("/proc")
+// scan lists the live processes of the proc.
+func (d procDir) scan() []proc {
+	// A fresh fd on the same directory ("." does not cross a mount made
+	// over it) for each listing: a directory fd reads its entries once.
+	fd, err := syscall.Openat(d.fd, ".", syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return nil
+	}
+	dir := os.NewFile(uintptr(fd), "proc")
+	names, _ := dir.Readdirnames(-1)
+	dir.Close()
 	var out []proc
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
+	for _, name := range names {
+		pid, err := strconv.Atoi(name)
 		if err != nil {
 			continue
 		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		b, err := d.read(name + "/stat")
 		if err != nil {
 			continue // gone meanwhile
 		}
@@ -466,21 +560,21 @@ func filter(ps []proc, keep func(proc) bool) []proc {
 	return slices.DeleteFunc(ps, func(p proc) bool { return !keep(p) })
 }
 
-// hasEnv reports whether the process started with key=val in its environment.
-func (p proc) hasEnv(key, val string) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", p.pid))
+// hasEnv reports whether p started with key=val in its environment.
+func (d procDir) hasEnv(p proc, key, val string) bool {
+	b, err := d.read(strconv.Itoa(p.pid) + "/environ")
 	if err != nil {
 		return false
 	}
 	return slices.ContainsFunc(bytes.Split(b, []byte{0}), func(kv []byte) bool { return string(kv) == key+"="+val })
 }
 
-// cmdline is the process's argv, shortened, or its comm.
-func (p proc) cmdline() string {
-	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", p.pid))
+// cmdline is p's argv, shortened, or its comm.
+func (d procDir) cmdline(p proc) string {
+	b, _ := d.read(strconv.Itoa(p.pid) + "/cmdline")
 	s := strings.TrimSpace(string(bytes.ReplaceAll(b, []byte{0}, []byte{' '})))
 	if s == "" {
-		c, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", p.pid))
+		c, _ := d.read(strconv.Itoa(p.pid) + "/comm")
 		s = "[" + strings.TrimSpace(string(c)) + "]"
 	}
 	if len(s) > 200 {

@@ -35,9 +35,17 @@ const treeSize = 1 + 1 + 1 + chainDepth + 1
 
 var testexecBin string
 
+// hostProc is the /proc of the test binary's own namespace.
+var hostProc procDir
+
 func TestMain(m *testing.M) {
 	if h := os.Getenv(helperEnv); h != "" {
 		os.Exit(runHelper(h, os.Args[1:]))
+	}
+	var err error
+	if hostProc, err = openProc("/proc"); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
 	}
 	dir, err := os.MkdirTemp("", "testexec-test-")
 	if err != nil {
@@ -100,6 +108,44 @@ func runHelper(name string, args []string) int {
 	case "exit":
 		n, _ := strconv.Atoi(args[0])
 		return n
+	case "blind":
+		// A setsid'd orphan, then the proc of a new PID namespace (empty
+		// once its init exits) mounted over /proc of our mount namespace.
+		if err := startReady("setsid-parent", nil, nil); err != nil {
+			return fail(err)
+		}
+		mount := exec.Command(os.Args[0])
+		mount.Env = environWith(helperEnv + "=mount-proc")
+		mount.Stdout, mount.Stderr = os.Stderr, os.Stderr
+		mount.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWPID}
+		if err := mount.Run(); err != nil {
+			return fail(fmt.Errorf("mount-proc: %v", err))
+		}
+		fmt.Println("ready")
+		return 0
+	case "mount-proc":
+		if err := syscall.Mount("proc", "/proc", "proc", 0, ""); err != nil {
+			return fail(err)
+		}
+		return 0
+	case "umount-proc":
+		// What is under the namespace's /proc is the host's proc.
+		if err := syscall.Unmount("/proc", syscall.MNT_DETACH); err != nil {
+			return fail(err)
+		}
+		fmt.Println("ready")
+		return 0
+	case "private-mounts":
+		// Started in a new mount namespace: make it private (so nothing
+		// mounted in it reaches the test's), then exec args.
+		if err := syscall.Mount("", "/", "", syscall.MS_REC|syscall.MS_PRIVATE, ""); err != nil {
+			return fail(err)
+		}
+		path, err := exec.LookPath(args[0])
+		if err != nil {
+			return fail(err)
+		}
+		return fail(syscall.Exec(path, args, environWith(helperEnv+"=")))
 	case "term-exits":
 		// Exit 42 on SIGTERM (passed on by testexec).
 		c := make(chan os.Signal, 1)
@@ -153,8 +199,8 @@ func environWith(set ...string) []string {
 // treeProcs lists the live processes carrying the tree's marker.
 func treeProcs(mark string) []int {
 	var pids []int
-	for _, p := range scan() {
-		if p.hasEnv(treeMarkEnv, mark) {
+	for _, p := range hostProc.scan() {
+		if hostProc.hasEnv(p, treeMarkEnv, mark) {
 			pids = append(pids, p.pid)
 		}
 	}
@@ -227,7 +273,7 @@ func waitNone(t *testing.T, mark string, within time.Duration) {
 		if time.Now().After(deadline) {
 			var desc []string
 			for _, pid := range left {
-				desc = append(desc, fmt.Sprintf("%d (%s)", pid, proc{pid: pid}.cmdline()))
+				desc = append(desc, fmt.Sprintf("%d (%s)", pid, hostProc.cmdline(proc{pid: pid})))
 			}
 			t.Fatalf("%d process(es) of the tree survived: %s", len(left), strings.Join(desc, ", "))
 		}
@@ -373,5 +419,111 @@ func TestCICheckNamesLeftovers(t *testing.T) {
 			}
 			waitNone(t, mark, 0)
 		})
+	}
+}
+
+// runBounded runs cmd to its end within 90 s, and returns its stdout and
+// stderr.
+func runBounded(t *testing.T, cmd *exec.Cmd) (stdout, stderr string) {
+	t.Helper()
+	var o, e bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &o, &e
+	cmd.WaitDelay = 5 * time.Second // a leftover may hold the pipes open
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(90 * time.Second):
+		cmd.Process.Kill()
+		<-done
+		t.Fatalf("%v did not exit within 90s; stderr:\n%s", cmd.Args, e.String())
+	}
+	return o.String(), e.String()
+}
+
+// TestProcMountedOver: a test that mounts another PID namespace's proc
+// over /proc (in testexec's mount namespace) cannot hide what it leaves:
+// testexec still names the setsid'd orphan and exits 1. In ns mode the
+// mount is in the init's mount namespace; in subreaper mode testexec runs
+// in a private mount namespace of the test's making (so the test's own
+// /proc stays as it was), where the helper mounts over the /proc it sees.
+func TestProcMountedOver(t *testing.T) {
+	for _, mode := range []string{"ns", "subreaper"} {
+		t.Run(mode, func(t *testing.T) {
+			needNamespaces(t)
+			cmd, mark := wrapped(t, mode, "blind")
+			if mode == "subreaper" {
+				cmd.Args = append([]string{os.Args[0], testexecBin}, cmd.Args[1:]...)
+				cmd.Path = os.Args[0]
+				cmd.Env = environWith(helperEnv+"=private-mounts", treeMarkEnv+"="+mark, modeEnv+"="+mode, markEnv+"=")
+				cmd.Args = append(cmd.Args[:len(cmd.Args)-1], "env", helperEnv+"=blind", os.Args[0])
+				cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWNS}
+			}
+			stdout, stderr := runBounded(t, cmd)
+			if stdout != "ready\n" {
+				t.Fatalf("stdout %q; want ready; stderr:\n%s", stdout, stderr)
+			}
+			if code := cmd.ProcessState.ExitCode(); code != 1 {
+				t.Errorf("exit code %d; want 1 (a process outlived the test); stderr:\n%s", code, stderr)
+			}
+			want := "testexec: tree: 1 process(es) outlived it; killing them:"
+			if !strings.Contains(stderr, want) || !strings.Contains(stderr, ": "+os.Args[0]) {
+				t.Errorf("stderr:\n%s\nwant the line %q and the orphan's command line", stderr, want)
+			}
+			waitNone(t, mark, 0)
+		})
+	}
+}
+
+// TestProcUnmounted: a test that unmounts /proc (exposing the host's proc
+// below it) and leaves nothing passes: the init reports no process of
+// another namespace and exits 0 at once.
+func TestProcUnmounted(t *testing.T) {
+	needNamespaces(t)
+	cmd, _ := wrapped(t, "ns", "umount-proc")
+	start := time.Now()
+	stdout, stderr := runBounded(t, cmd)
+	if code := cmd.ProcessState.ExitCode(); code != 0 || stdout != "ready\n" || stderr != "" {
+		t.Errorf("exit code %d, stdout %q, stderr:\n%s\nwant 0, ready and nothing", code, stdout, stderr)
+	}
+	if d := time.Since(start); d > leakGrace {
+		t.Errorf("took %v; want well under the %v leak grace (nothing was left)", d, leakGrace)
+	}
+}
+
+// TestCICheckProcMountedOver: a stage that mounts another PID namespace's
+// proc over the /proc that .ci/no-leftovers scans (possible only for a
+// root stage in the script's own mount namespace: TESTEXEC_MODE=subreaper,
+// or a wrapper that escapes testexec, as here) cannot make its leftovers
+// pass as none: the script says /proc is not its own and fails (its
+// orphan, out of the script's sight, is killed by the test's cleanup).
+func TestCICheckProcMountedOver(t *testing.T) {
+	needNamespaces(t) // the whole check runs in a private mount namespace of its own
+	if _, err := exec.LookPath("bash"); err != nil {
+		t.Skipf("no bash: %v", err)
+	}
+	plain := filepath.Join(t.TempDir(), "plain-exec")
+	if err := os.WriteFile(plain, []byte("#!/bin/sh\nwhile [ \"$1\" != -- ]; do shift; done; shift; exec \"$@\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd, mark := wrapped(t, "", "private-mounts")
+	stage := os.Args[0]
+	cmd.Path = os.Args[0]
+	cmd.Args = []string{stage, "bash", "../../.ci/no-leftovers", "stage", "env", helperEnv + "=blind", stage}
+	cmd.Env = append(cmd.Env, "TESTEXEC="+plain)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWNS}
+	stdout, stderr := runBounded(t, cmd)
+	out := stdout + stderr
+	if code := cmd.ProcessState.ExitCode(); code != 1 {
+		t.Errorf("exit %d; want 1; output:\n%s", code, out)
+	}
+	if want := "/proc is not the proc of this script's PID namespace after the stage (it mounted over /proc?): its leftovers cannot be checked"; !strings.Contains(out, want) {
+		t.Errorf("output:\n%s\nwant %q", out, want)
+	}
+	if n := len(treeProcs(mark)); n != 1 {
+		t.Errorf("%d processes of the stage alive after it; want its orphan (the check could not see it; the cleanup kills it)", n)
 	}
 }
