@@ -25,19 +25,7 @@ import (
 func TestListingMemory(t *testing.T) {
 	entries := scale(150_000, 30_000)
 	listings := scale(6, 4)
-	base := t.TempDir()
-	dir := filepath.Join(base, "big")
-	if err := os.Mkdir(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	pad := string(slices.Repeat([]byte("x"), 200))
-	for i := range entries {
-		f, err := os.Create(filepath.Join(dir, fmt.Sprintf("%07d%s", i, pad)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		f.Close()
-	}
+	base := bigDirectory(t, entries)
 	d := startDaemon(t, daemonConfig{env: map[string]string{"SANDBOX_BASE_DIR": base}})
 	d.mustCall("GET", "/v1/health", nil)
 	idle := vmKB(t, d.pid, "VmRSS")
@@ -113,19 +101,7 @@ func TestListingMemory(t *testing.T) {
 func TestListingNonReaders(t *testing.T) {
 	entries := scale(60_000, 20_000)
 	const clients = 100
-	base := t.TempDir()
-	dir := filepath.Join(base, "big")
-	if err := os.Mkdir(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	pad := string(slices.Repeat([]byte("x"), 200))
-	for i := range entries {
-		f, err := os.Create(filepath.Join(dir, fmt.Sprintf("%07d%s", i, pad)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		f.Close()
-	}
+	base := bigDirectory(t, entries)
 	d := startDaemon(t, daemonConfig{env: map[string]string{"SANDBOX_BASE_DIR": base}})
 	d.mustCall("GET", "/v1/health", nil)
 	d.closeIdle()
@@ -180,4 +156,24 @@ func TestListingNonReaders(t *testing.T) {
 	if err != nil || code != 200 || !strings.HasSuffix(string(body), "]}") {
 		t.Errorf("GET /v1/files/big after the non-readers: %d %v (%d bytes)", code, err, len(body))
 	}
+}
+
+// bigDirectory makes a base dir holding "big", a directory of n empty files
+// with 207-byte names (the size of the attack's listings), and returns it.
+func bigDirectory(t *testing.T, n int) string {
+	t.Helper()
+	base := t.TempDir()
+	dir := filepath.Join(base, "big")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	pad := string(slices.Repeat([]byte("x"), 200))
+	for i := range n {
+		f, err := os.Create(filepath.Join(dir, fmt.Sprintf("%07d%s", i, pad)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+	}
+	return base
 }
