@@ -668,9 +668,13 @@ func TestRemoveStaleOtherPIDNamespaceTree(t *testing.T) {
 	}
 	root := filepath.Join(mount, own)
 	other := pidNamespace() + 1
-	foreign := filepath.Join(root, fmt.Sprintf("sandbox-runtime-1-%d-%d-f0e19000", startTime(1), other))
+	// The foreign owners started long enough ago not to count as still
+	// moving in (under make test, pid 1 here is the init of the test's
+	// own PID namespace, which started a moment ago).
+	old := uptimeTicks() - 2*uint64(staleBuildAge/time.Second)*clockTicks
+	foreign := filepath.Join(root, fmt.Sprintf("sandbox-runtime-1-%d-%d-f0e19000", old, other))
 	ours := filepath.Join(root, fmt.Sprintf("sandbox-runtime-1-%d-%d-0a5e0000", startTime(1), pidNamespace()))
-	busyForeign := filepath.Join(root, fmt.Sprintf("sandbox-runtime-1-%d-%d-b5e00000", startTime(1)-1, other))
+	busyForeign := filepath.Join(root, fmt.Sprintf("sandbox-runtime-1-%d-%d-b5e00000", old-1, other))
 	t.Cleanup(func() {
 		for _, b := range []string{foreign, ours, busyForeign} {
 			for _, d := range []string{b + "/commands/c1", b + "/commands", b + "/daemon", b} {
