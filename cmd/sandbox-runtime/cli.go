@@ -1103,7 +1103,13 @@ func (c *cli) attachTo(ctx context.Context, st *wire.Status, cursor int64, withS
 	}
 	started := make(chan string, 1)
 	started <- st.CommandID
-	go c.forwardSignals(ctx, started, nil, func(_ string, sig os.Signal) { a.Signal(signalName(sig)) })
+	// Signals go over HTTP, not as frames: a frame would wait behind the
+	// stdin frames in front of it, which wait for the command to read.
+	go c.forwardSignals(ctx, started, nil, func(id string, sig os.Signal) {
+		if _, err := c.c.Signal(ctx, id, signalName(sig)); err != nil && !isInputDone(err) && ctx.Err() == nil {
+			c.rawErrorf("%s did not reach the command: %v", signalName(sig), reason(err))
+		}
+	})
 	var gap int64 // output bytes lost
 	for {
 		ev, err := a.Next(ctx)
