@@ -272,7 +272,7 @@ func printFlags(fs *flag.FlagSet) {
 // looks like a mistyped subcommand ("exce", "log"): it is not a flag, and
 // the daemon takes no arguments.
 func suggestCLICommand(args []string, w io.Writer) bool {
-	if len(args) == 0 || args[0] == "" || strings.HasPrefix(args[0], "-") {
+	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
 		return false
 	}
 	names := make([]string, 0, len(cliCommands))
@@ -280,9 +280,14 @@ func suggestCLICommand(args []string, w io.Writer) bool {
 		names = append(names, name)
 	}
 	sort.Strings(names)
+	if args[0] == "" {
+		fmt.Fprintf(w, "sandbox-runtime: an empty first argument is not a subcommand (subcommands: %s; the daemon itself takes only flags: see --help)\n", strings.Join(names, ", "))
+		return true
+	}
+	typed := strings.ToLower(args[0]) // KILL is kill mistyped
 	best, bestD := "", 3
 	for _, name := range names {
-		if d := editDistance(args[0], name); d < bestD || strings.HasPrefix(name, args[0]) && bestD > 1 {
+		if d := editDistance(typed, name); d < bestD || strings.HasPrefix(name, typed) && bestD > 1 {
 			best, bestD = name, min(d, 1)
 		}
 	}
@@ -311,10 +316,30 @@ func (c *cli) parseFlags(fs *flag.FlagSet, args []string) (code int, ok bool) {
 	}
 	fs.SetOutput(c.stderr)
 	if err != nil {
-		c.usageError(fs, err.Error())
+		c.usageError(fs, flagErrorAsTyped(err.Error(), args))
 		return exitUsage, false
 	}
 	return 0, true
+}
+
+// flagErrorAsTyped puts back the dashes the flag package strips from an
+// unknown flag ("--bogus" is reported as "-bogus"): the message names the
+// flag as it was typed.
+func flagErrorAsTyped(msg string, args []string) string {
+	const prefix = "flag provided but not defined: -"
+	name, ok := strings.CutPrefix(msg, prefix)
+	if !ok {
+		return msg
+	}
+	for _, a := range args {
+		if a == "--" {
+			break
+		}
+		if typed, _, _ := strings.Cut(a, "="); strings.TrimLeft(typed, "-") == name && strings.HasPrefix(typed, "-") {
+			return "flag provided but not defined: " + typed
+		}
+	}
+	return msg
 }
 
 // parse parses args and connects; it returns false (after saying why)

@@ -1182,3 +1182,25 @@ func TestCLIAttachSignalNotBehindInput(t *testing.T) {
 	}
 	t.Logf("SIGINT behind 8 MB of piped input: attach exited 130 after %v", time.Since(t0))
 }
+
+// TestCLIUsageErrorsAsTyped (issue 20, attacker D8): an empty first
+// argument is a usage error, not the daemon starting; a subcommand in
+// capitals gets a did-you-mean; an unknown flag is named as typed.
+func TestCLIUsageErrorsAsTyped(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{""}, "an empty first argument is not a subcommand"},
+		{[]string{"KILL"}, `did you mean "kill"?`},
+		{[]string{"ps", "--bogus"}, "flag provided but not defined: --bogus\n"},
+		{[]string{"ps", "--bogus=3"}, "flag provided but not defined: --bogus\n"},
+		{[]string{"ps", "-bogus"}, "flag provided but not defined: -bogus\n"},
+	} {
+		r := runClient(t, []string{"SANDBOX_RUNTIME_URL=http://127.0.0.1:1"}, "", tc.args...)
+		if r.code != 2 || !strings.Contains(r.stderr, tc.want) {
+			t.Errorf("sandbox-runtime %q: exit %d, stderr %q; want 2 and %q", tc.args, r.code, r.stderr, tc.want)
+		}
+	}
+}
