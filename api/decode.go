@@ -97,6 +97,10 @@ func describeJSONError(err error, v any) string {
 			reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
 			if isNumber {
 				if f, perr := strconv.ParseFloat(got, 64); perr == nil && f == math.Trunc(f) {
+					if strings.ContainsAny(got, ".eE") {
+						// 80.0 and 8e1 are whole, but written as decimals.
+						return fmt.Sprintf("field %q must be an integer written without a fraction part or exponent, not %s", field, got)
+					}
 					return fmt.Sprintf("field %q must be a whole number within range, not %s", field, got)
 				}
 			}
@@ -118,7 +122,43 @@ func describeJSONError(err error, v any) string {
 // jsonPath turns the Field of a json.UnmarshalTypeError, which names the
 // Go field of an embedded struct among the JSON names ("resizeBody.cols"),
 // into the JSON path of the value ("cols"), by walking t.
+//
+// A value inside a map is named by the map and […], never by its key
+// (an environment variable's name is not echoed): envs[…].
 func jsonPath(t reflect.Type, field string) string {
+	path := jsonPathOf(t, field)
+	if mapAt(t, field) {
+		path += "[…]"
+	}
+	return path
+}
+
+// mapAt reports whether field of t (as jsonPath walks it) is a map.
+func mapAt(t reflect.Type, field string) bool {
+	for _, comp := range strings.Split(field, ".") {
+		for t != nil && (t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice || t.Kind() == reflect.Array) {
+			t = t.Elem()
+		}
+		if t == nil || t.Kind() != reflect.Struct {
+			return false
+		}
+		if ft, ok := jsonFields(t)[comp]; ok {
+			t = ft
+			continue
+		}
+		if sf, ok := t.FieldByName(comp); ok && sf.Anonymous {
+			t = sf.Type
+			continue
+		}
+		return false
+	}
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	return t != nil && t.Kind() == reflect.Map
+}
+
+func jsonPathOf(t reflect.Type, field string) string {
 	var out []string
 	for _, comp := range strings.Split(field, ".") {
 		for t != nil && (t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice || t.Kind() == reflect.Array || t.Kind() == reflect.Map) {

@@ -696,6 +696,7 @@ func TestPTYObjectStrict(t *testing.T) {
 		{`{"argv":["true"],"envs":{"A":"1","A":"2"}}`, `field \"envs\" gives the key \"A\" more than once`},
 		{`{"argv":["true"],"pty":{"cols":80.5,"rows":24}}`, `field \"pty.cols\" must be a whole number, not 80.5`},
 		{`{"argv":["true"],"pty":{"cols":"80","rows":24}}`, `field \"pty.cols\" must be a whole number, not a string`},
+		{`{"argv":["true"],"envs":{"A":1}}`, `field \"envs[…]\" must be a string, not a number`},
 	} {
 		code, b := atDo(t, "POST", ts.URL+"/v1/commands", tc.body, nil)
 		if code != http.StatusBadRequest || !strings.Contains(string(b), tc.msg) {
@@ -708,7 +709,7 @@ func TestPTYObjectStrict(t *testing.T) {
 
 	term := ptCreate(t, ts, []string{"cat"}, 80, 24, "")
 	for _, tc := range []struct{ body, msg string }{
-		{`{"cols":80.0,"rows":24}`, `field \"cols\" must be a whole number within range, not 80.0`},
+		{`{"cols":80.0,"rows":24}`, `field \"cols\" must be an integer written without a fraction part or exponent, not 80.0`},
 		{`{"Cols":80,"rows":24}`, `unknown field \"Cols\"`},
 		{`{"cols":80,"rows":24,"rows":25}`, `field \"rows\" is given more than once`},
 	} {
@@ -719,12 +720,14 @@ func TestPTYObjectStrict(t *testing.T) {
 	}
 	c := atDial(t, ts, term.CommandID, "")
 	for _, tc := range []struct{ frame, msg string }{
-		{`{"type":"resize","cols":80.0,"rows":24}`, `field "cols" must be a whole number within range, not 80.0`},
+		{`{"type":"resize","cols":80.0,"rows":24}`, `field "cols" must be an integer written without a fraction part or exponent, not 80.0`},
 		{`{"type":"resize","COLS":80,"rows":24}`, `unknown field "COLS"`},
 		{`{"type":"resize","cols":80,"cols":81,"rows":24}`, `field "cols" is given more than once`},
 		{`{"type":"stdin","data":"x","Data":"y"}`, `unknown field "Data"`},
 		{`{"type":"stdin","data":"x","data":"rm -rf"}`, `field "data" is given more than once`},
 		{`{"type":"stdin","data":1}`, `field "data" must be a string, not a number`},
+		{`{"type":"signal","signal":2.0}`, `field "signal" must be an integer written without a fraction part or exponent, not 2.0`},
+		{`{"type":"stdin","data":"x","encoding":"UTF-16"}`, `encoding must be "base64", "utf-8" or "text" (or absent: utf-8), not "UTF-16"`},
 	} {
 		c.send(tc.frame)
 		ev := c.read()
