@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -533,8 +534,12 @@ type (
 // room ahead of the feeder (attachStdinAhead); the other calls never block.
 func (a *attachment) apply(data []byte) error {
 	var t frameType
-	if err := json.Unmarshal(data, &t); err != nil {
-		return badRequest(describeJSONError(err, &t))
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&t); err != nil {
+		return badRequest(frameMessage(describeJSONError(err, &t)))
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return badRequest("the frame holds more than one JSON value")
 	}
 	switch t.Type {
 	case "stdin":
@@ -590,12 +595,18 @@ func decodeFrame(data []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return badRequest(describeJSONError(err, v))
+		return badRequest(frameMessage(describeJSONError(err, v)))
 	}
 	if _, err := dec.Token(); err != io.EOF {
 		return badRequest("the frame holds more than one JSON value")
 	}
 	return nil
+}
+
+// frameMessage is a decode message of describeJSONError, which speaks of a
+// request body, said of a frame.
+func frameMessage(msg string) string {
+	return strings.Replace(msg, "the body", "the frame", 1)
 }
 
 // errorFrame queues an error event; the writer adds its next_cursor.

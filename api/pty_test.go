@@ -726,6 +726,9 @@ func TestPTYObjectStrict(t *testing.T) {
 		{`{"type":"stdin","data":"x","Data":"y"}`, `unknown field "Data"`},
 		{`{"type":"stdin","data":"x","data":"rm -rf"}`, `field "data" is given more than once`},
 		{`{"type":"stdin","data":1}`, `field "data" must be a string, not a number`},
+		{`{"type":"kill"} {"type":"kill"}`, `the frame holds more than one JSON value`},
+		{`[1]`, `the frame must be a JSON object, not array`},
+		{`{"type":"kill"`, `invalid JSON: the frame ends early`},
 		{`{"type":"signal","signal":2.0}`, `field "signal" must be an integer written without a fraction part or exponent, not 2.0`},
 		{`{"type":"stdin","data":"x","encoding":"UTF-16"}`, `encoding must be "base64", "utf-8" or "text" (or absent: utf-8), not "UTF-16"`},
 	} {
