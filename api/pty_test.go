@@ -929,3 +929,17 @@ func TestPTYEOFReplayExact(t *testing.T) {
 		})
 	}
 }
+
+// TestPTYFinalSizeIsTheLast: a program that sets its terminal's size and
+// exits at once, with nobody asking for a status between, ends with that
+// size in its final status (issue 20, attacker D8), not the size it
+// started with.
+func TestPTYFinalSizeIsTheLast(t *testing.T) {
+	ts := newTestServer(t, nil)
+	st := ptCreate(t, ts, []string{"sh", "-c", "stty cols 50 rows 7"}, 80, 24, "")
+	c := atDial(t, ts, st.CommandID, "")
+	end := c.readExitPTY()
+	if end.PTY == nil || end.PTY.Cols != 50 || end.PTY.Rows != 7 {
+		t.Errorf("final status after stty cols 50 rows 7: %+v; want 50x7", end.PTY)
+	}
+}
