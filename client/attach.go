@@ -334,7 +334,10 @@ func (a *Attachment) Stdin(data []byte, eof bool) error {
 	return nil
 }
 
-// Signal sends sig to the command's process group.
+// Signal sends sig to the command's process group as a frame. The daemon
+// applies it as soon as it reads it, ahead of stdin frames waiting for the
+// command to read, but it reads at most 1 MiB of those ahead: behind more,
+// Client.Signal (HTTP) is the way that never waits.
 func (a *Attachment) Signal(sig string) error {
 	return a.send(wire.ClientFrame{Type: wire.FrameSignal, Signal: wire.Signal(sig)})
 }
