@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -23,14 +24,24 @@ import (
 // streamEvents as WebSocket text frames, plus client frames for stdin,
 // signals and kill.
 //
-// Each attachment has three goroutines:
+// Each attachment has four goroutines:
 //
 //   - the handler goroutine runs streamEvents (the same generator as the
 //     NDJSON stream) with an attachSink, then asks for the close frame;
 //   - the reader owns every read: it applies the read limit and the read
 //     deadline, writes nothing itself, and turns client frames into
-//     runtime calls and error events for the writer (a stdin frame waits
-//     while the command's stdin queue is full: backpressure, not loss);
+//     runtime calls and error events for the writer. Signal, kill and
+//     resize frames act as soon as they are read; stdin frames go, in
+//     order, to the feeder;
+//   - the feeder writes stdin frames to the command in order, waiting while
+//     the command's stdin queue is full (backpressure, not loss). The reader
+//     reads ahead of it up to attachStdinAhead bytes of stdin frames, so a
+//     kill or signal behind them is not held up; beyond that the reader
+//     stops reading (TCP holds the client back) until the feeder has taken
+//     a frame. The feeder goes on after the connection is gone, until it
+//     has written every frame read or the command has finished (or the
+//     attachment is aborted: shutdown, a client too slow): a frame read is
+//     never dropped because the client closed;
 //   - the writer owns every write: event frames, error events, pings, pongs
 //     and the close frame, each with a write deadline. It is the one that
 //     closes the connection. (One exception, inside gorilla: a frame over
@@ -81,6 +92,14 @@ const (
 	// that stopped reading blocks the writer (256 KiB still carries
 	// 25 MB/s at a 10 ms round trip).
 	attachSendBuffer = 256 << 10
+	// attachStdinAhead is how many bytes of stdin frames the reader holds
+	// for the feeder beyond the frame it is writing: what a kill or signal
+	// frame may have in front of it and still act at once.
+	attachStdinAhead = 1 << 20
+	// attachRecvBuffer is the kernel receive buffer of an attached socket:
+	// small, so that what a client has sent and the reader has not read
+	// stays small too.
+	attachRecvBuffer = 128 << 10
 	// attachWindow is the streamEvents window of an attachment: WebSockets
 	// are exempt from the routers' timeouts, so it lasts until the exit.
 	attachWindow = time.Duration(math.MaxInt64)
@@ -136,6 +155,8 @@ type attachment struct {
 	out    chan wsFrame // reader → writer: error events; bounded
 	ctl    chan wsFrame // reader → writer: pongs and the close echo; dropped when full
 
+	feed      stdinFeed     // reader → feeder: stdin frames, in order
+	feedDone  chan struct{} // closed when the feeder has ended
 	stop      chan struct{} // closed by abort: the writer ends at once
 	stopOnce  sync.Once
 	slowOnce  sync.Once
@@ -200,6 +221,7 @@ func (s *Server) attach(w http.ResponseWriter, r *http.Request) {
 	}
 	if tc, ok := conn.NetConn().(*net.TCPConn); ok {
 		tc.SetWriteBuffer(attachSendBuffer)
+		tc.SetReadBuffer(attachRecvBuffer)
 	}
 	limitUnsent(conn.NetConn(), streamUnsentLimit) // pings and the close frame do not wait behind a full buffer
 	ctx, cancel := context.WithCancel(context.Background())
@@ -215,6 +237,8 @@ func (s *Server) attach(w http.ResponseWriter, r *http.Request) {
 		stop:      make(chan struct{}),
 		readDone:  make(chan struct{}),
 		writeDone: make(chan struct{}),
+		feedDone:  make(chan struct{}),
+		feed:      stdinFeed{wake: make(chan struct{}, 1), room: make(chan struct{})},
 		finished:  make(chan struct{}),
 		cancel:    cancel,
 	}
@@ -228,9 +252,11 @@ func (s *Server) attach(w http.ResponseWriter, r *http.Request) {
 
 	go a.readLoop()
 	go a.writeLoop()
+	go a.feedLoop()
 	a.generate(ctx)
 	<-a.writeDone // the writer closes the conn, which ends the reader
 	<-a.readDone
+	<-a.feedDone // the frames read are written, or the command is done
 }
 
 // generate runs the event generator until the exit event (or the end of the
@@ -319,6 +345,7 @@ func (a *attachment) enqueue(ch chan<- wsFrame, f wsFrame) error {
 // touched.
 func (a *attachment) abort() {
 	a.stopOnce.Do(func() {
+		// stop also ends the feeder: what it still holds is dropped.
 		close(a.stop)
 		a.conn.Close()
 	})
@@ -443,6 +470,7 @@ func (a *attachment) tooSlow() {
 // the client is silent (no frame, not even a pong) for pongWait.
 func (a *attachment) readLoop() {
 	defer close(a.readDone)
+	defer a.feed.end()
 	a.conn.SetReadLimit(attachReadLimit)
 	a.conn.SetReadDeadline(time.Now().Add(a.pongWait))
 	a.conn.SetPongHandler(func(string) error {
@@ -471,9 +499,12 @@ func (a *attachment) readLoop() {
 			err = badRequest("binary frames are not accepted; send JSON text frames")
 		} else {
 			err = a.apply(data)
-			// A stdin frame may have waited for room in the queue: the
-			// client was not silent meanwhile, this side was not reading.
+			// A stdin frame may have waited for room ahead: the client
+			// was not silent meanwhile, this side was not reading.
 			a.conn.SetReadDeadline(time.Now().Add(a.pongWait))
+			if errors.Is(err, errAttachClosed) {
+				return
+			}
 		}
 		if err != nil {
 			_, code := statusOf(err)
@@ -500,11 +531,15 @@ type (
 )
 
 // apply carries out one client frame. Only a stdin frame may wait: for
-// room in a full stdin queue (WriteStdinWait); the other calls never block.
+// room ahead of the feeder (attachStdinAhead); the other calls never block.
 func (a *attachment) apply(data []byte) error {
 	var t frameType
-	if err := json.Unmarshal(data, &t); err != nil {
-		return badRequest(describeJSONError(err, &t))
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&t); err != nil {
+		return badRequest(frameMessage(describeJSONError(err, &t)))
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return badRequest("the frame holds more than one JSON value")
 	}
 	switch t.Type {
 	case "stdin":
@@ -516,12 +551,10 @@ func (a *attachment) apply(data []byte) error {
 		if err != nil {
 			return err
 		}
-		// A full queue is waited out, not refused: the reader stops
-		// reading, so TCP holds the client back, and nothing typed or
-		// piped is lost (the HTTP route answers 429 with Retry-After
-		// instead). The wait ends with the command or the attachment.
-		_, _, err = a.c.WriteStdinWait(a.writeDone, b, f.EOF)
-		return err
+		// A full queue is waited out by the feeder, not refused: nothing
+		// typed or piped is lost (the HTTP route answers 429 with
+		// Retry-After instead).
+		return a.feed.put(stdinJob{data: b, eof: f.EOF}, a.stop)
 	case "signal":
 		var f signalFrame
 		if err := decodeFrame(data, &f); err != nil {
@@ -562,12 +595,18 @@ func decodeFrame(data []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return badRequest(describeJSONError(err, v))
+		return badRequest(frameMessage(describeJSONError(err, v)))
 	}
 	if _, err := dec.Token(); err != io.EOF {
 		return badRequest("the frame holds more than one JSON value")
 	}
 	return nil
+}
+
+// frameMessage is a decode message of describeJSONError, which speaks of a
+// request body, said of a frame.
+func frameMessage(msg string) string {
+	return strings.Replace(msg, "the body", "the frame", 1)
 }
 
 // errorFrame queues an error event; the writer adds its next_cursor.
@@ -673,4 +712,111 @@ func waitFinished(all []*attachment, d time.Duration) bool {
 		}
 	}
 	return true
+}
+
+// stdinJob is one stdin frame for the feeder.
+type stdinJob struct {
+	data []byte
+	eof  bool
+}
+
+// stdinFeed is the queue from the reader to the feeder: stdin frames in
+// order, at most attachStdinAhead bytes of them (one frame always fits).
+type stdinFeed struct {
+	mu    sync.Mutex
+	jobs  []stdinJob
+	bytes int
+	ended bool          // the reader has ended: no more jobs
+	wake  chan struct{} // cap 1: a job arrived, or the reader ended
+	room  chan struct{} // closed and replaced when the feeder takes a job
+}
+
+// put queues j, waiting while the queue holds attachStdinAhead bytes,
+// until stop is closed (errAttachClosed).
+func (f *stdinFeed) put(j stdinJob, stop <-chan struct{}) error {
+	for {
+		f.mu.Lock()
+		if f.bytes == 0 || f.bytes+len(j.data) <= attachStdinAhead {
+			f.jobs = append(f.jobs, j)
+			f.bytes += len(j.data)
+			f.mu.Unlock()
+			f.signal()
+			return nil
+		}
+		room := f.room
+		f.mu.Unlock()
+		select {
+		case <-room:
+		case <-stop:
+			return errAttachClosed
+		}
+	}
+}
+
+// end tells the feeder that no job follows.
+func (f *stdinFeed) end() {
+	f.mu.Lock()
+	f.ended = true
+	f.mu.Unlock()
+	f.signal()
+}
+
+func (f *stdinFeed) signal() {
+	select {
+	case f.wake <- struct{}{}:
+	default:
+	}
+}
+
+// take returns the next job; ok false once the reader has ended and every
+// job is taken.
+func (f *stdinFeed) take(stop <-chan struct{}) (j stdinJob, ok bool) {
+	for {
+		f.mu.Lock()
+		if len(f.jobs) > 0 {
+			j = f.jobs[0]
+			f.jobs[0] = stdinJob{}
+			f.jobs = f.jobs[1:]
+			f.bytes -= len(j.data)
+			close(f.room)
+			f.room = make(chan struct{})
+			f.mu.Unlock()
+			return j, true
+		}
+		ended := f.ended
+		f.mu.Unlock()
+		if ended {
+			return stdinJob{}, false
+		}
+		select {
+		case <-f.wake:
+		case <-stop:
+			return stdinJob{}, false
+		}
+	}
+}
+
+// feedLoop is the feeder: it writes the stdin frames the reader read to
+// the command, in order, waiting while the command's stdin queue is full.
+// It ends once the reader has ended and every frame is written, when the
+// command finishes (what is left is refused at once), or on abort. A
+// refusal goes to the client as an error event while the connection lasts.
+func (a *attachment) feedLoop() {
+	defer close(a.feedDone)
+	for {
+		j, ok := a.feed.take(a.stop)
+		if !ok {
+			return
+		}
+		_, _, err := a.c.WriteStdinWait(a.stop, j.data, j.eof)
+		if err != nil {
+			select {
+			case <-a.stop:
+				return
+			default:
+			}
+			_, code := statusOf(err)
+			a.enqueue(a.out, errorFrame(code, err.Error()))
+		}
+	}
 }

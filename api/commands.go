@@ -3,8 +3,10 @@ package api
 import (
 	"encoding/base64"
 	"encoding/json"
+	"math"
 	"net/http"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -281,7 +283,7 @@ func decodeStdin(b stdinBody) ([]byte, error) {
 		}
 		return data, nil
 	}
-	return nil, badRequest(`encoding must be "base64" or absent, not ` + strconv.Quote(b.Encoding))
+	return nil, badRequest(`encoding must be "base64", "utf-8" or "text" (or absent: utf-8), not ` + strconv.Quote(b.Encoding))
 }
 
 func (s *Server) writeStdin(w http.ResponseWriter, r *http.Request) {
@@ -325,6 +327,13 @@ func parseSignalValue(raw json.RawMessage) (syscall.Signal, error) {
 	var n int
 	if err := json.Unmarshal(raw, &n); err == nil {
 		return runtime.SignalNumber(n)
+	}
+	var f float64
+	if err := json.Unmarshal(raw, &f); err == nil {
+		if f == math.Trunc(f) && strings.ContainsAny(string(raw), ".eE") {
+			return 0, badRequest(`field "signal" must be an integer written without a fraction part or exponent, not ` + string(raw))
+		}
+		return 0, badRequest(`field "signal" must be a signal name like "SIGINT" or a whole number, not ` + string(raw))
 	}
 	return 0, badRequest(`field "signal" must be a signal name like "SIGINT" or a number`)
 }

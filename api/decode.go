@@ -105,6 +105,10 @@ func describeJSONError(err error, v any) string {
 			reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
 			if isNumber {
 				if f, perr := strconv.ParseFloat(got, 64); perr == nil && f == math.Trunc(f) {
+					if strings.ContainsAny(got, ".eE") {
+						// 80.0 and 8e1 are whole, but written as decimals.
+						return fmt.Sprintf("field %q must be an integer written without a fraction part or exponent, not %s", field, got)
+					}
 					return fmt.Sprintf("field %q must be a whole number within range, not %s", field, got)
 				}
 			}

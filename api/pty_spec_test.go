@@ -3,6 +3,7 @@ package api
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 )
@@ -68,6 +69,17 @@ func specScenarioPTY(t *testing.T, c *specClient) {
 	// eof on a terminal is VEOF: cat ends on its own.
 	r = c.do(t, specReq{method: "POST", path: "/v1/commands", want: 201, json: map[string]any{"argv": []string{"cat"}, "pty": map[string]any{"cols": 80, "rows": 24}}})
 	cat := r.object(t)["command_id"].(string)
+	// The second VEOF that ends the pending "x" is typed only when cat was
+	// asleep reading as the line began (protocol.md §2).
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		if r = c.do(t, specReq{method: "GET", path: "/v1/commands/" + cat, want: 200}); r.object(t)["waiting_for_input"] == true {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("cat never waited for input: %s", r.body)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	c.do(t, specReq{method: "POST", path: "/v1/commands/" + cat + "/stdin", want: 202, json: map[string]any{"data": "x", "eof": true}})
 	if r = c.do(t, specReq{method: "GET", path: "/v1/commands/" + cat + "?wait=10", want: 200}); r.object(t)["state"] != "exited" || r.object(t)["exit_code"] != float64(0) {
 		t.Errorf("cat after eof: %s", r.body)

@@ -4,10 +4,12 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -399,6 +401,9 @@ func TestPTYEOFEndsCat(t *testing.T) {
 	} {
 		st := ptCreate(t, ts, []string{"cat"}, 80, 24, "")
 		c := atDial(t, ts, st.CommandID, "")
+		// A second VEOF is typed only for a line typed while cat was
+		// asleep reading (see TestPTYEOFNeverOverSends).
+		ptWaiting(t, ts, st.CommandID, "cat reading")
 		ptStdin(t, ts, st.CommandID, tc.data, true)
 		end := c.readExitPTY()
 		if end.State != "exited" || end.ExitCode == nil || *end.ExitCode != 0 || end.Signal != nil {
@@ -691,6 +696,7 @@ func TestPTYObjectStrict(t *testing.T) {
 		{`{"argv":["true"],"envs":{"A":"1","A":"2"}}`, `field \"envs\" gives one key more than once`},
 		{`{"argv":["true"],"pty":{"cols":80.5,"rows":24}}`, `field \"pty.cols\" must be a whole number, not 80.5`},
 		{`{"argv":["true"],"pty":{"cols":"80","rows":24}}`, `field \"pty.cols\" must be a whole number, not a string`},
+		{`{"argv":["true"],"envs":{"A":1}}`, `every value of field \"envs\" must be a string; one is a number`},
 	} {
 		code, b := atDo(t, "POST", ts.URL+"/v1/commands", tc.body, nil)
 		if code != http.StatusBadRequest || !strings.Contains(string(b), tc.msg) {
@@ -703,7 +709,7 @@ func TestPTYObjectStrict(t *testing.T) {
 
 	term := ptCreate(t, ts, []string{"cat"}, 80, 24, "")
 	for _, tc := range []struct{ body, msg string }{
-		{`{"cols":80.0,"rows":24}`, `field \"cols\" must be a whole number within range, not 80.0`},
+		{`{"cols":80.0,"rows":24}`, `field \"cols\" must be an integer written without a fraction part or exponent, not 80.0`},
 		{`{"Cols":80,"rows":24}`, `unknown field \"Cols\"`},
 		{`{"cols":80,"rows":24,"rows":25}`, `field \"rows\" is given more than once`},
 	} {
@@ -714,12 +720,17 @@ func TestPTYObjectStrict(t *testing.T) {
 	}
 	c := atDial(t, ts, term.CommandID, "")
 	for _, tc := range []struct{ frame, msg string }{
-		{`{"type":"resize","cols":80.0,"rows":24}`, `field "cols" must be a whole number within range, not 80.0`},
+		{`{"type":"resize","cols":80.0,"rows":24}`, `field "cols" must be an integer written without a fraction part or exponent, not 80.0`},
 		{`{"type":"resize","COLS":80,"rows":24}`, `unknown field "COLS"`},
 		{`{"type":"resize","cols":80,"cols":81,"rows":24}`, `field "cols" is given more than once`},
 		{`{"type":"stdin","data":"x","Data":"y"}`, `unknown field "Data"`},
 		{`{"type":"stdin","data":"x","data":"rm -rf"}`, `field "data" is given more than once`},
 		{`{"type":"stdin","data":1}`, `field "data" must be a string, not a number`},
+		{`{"type":"kill"} {"type":"kill"}`, `the frame holds more than one JSON value`},
+		{`[1]`, `the frame must be a JSON object, not array`},
+		{`{"type":"kill"`, `invalid JSON: the frame ends early`},
+		{`{"type":"signal","signal":2.0}`, `field "signal" must be an integer written without a fraction part or exponent, not 2.0`},
+		{`{"type":"stdin","data":"x","encoding":"UTF-16"}`, `encoding must be "base64", "utf-8" or "text" (or absent: utf-8), not "UTF-16"`},
 	} {
 		c.send(tc.frame)
 		ev := c.read()
@@ -771,6 +782,7 @@ func TestPTYEOFAfterEditing(t *testing.T) {
 				return false
 			})
 		} else {
+			ptWaiting(t, ts, st.CommandID, tc.name+": cat reading")
 			ptStdin(t, ts, st.CommandID, tc.typed, false)
 		}
 		ptStdin(t, ts, st.CommandID, "", true)
@@ -834,5 +846,100 @@ func TestPTYSizeClampedAndReal(t *testing.T) {
 	ptStdin(t, ts, st.CommandID, "\n", false)
 	if end := c.readExitPTY(); end.PTY == nil || end.PTY.Cols != 50 || end.PTY.Rows != 7 {
 		t.Errorf("final status: %+v; want the last size, 50x7", end.PTY)
+	}
+}
+
+// ptStdinBytes types raw bytes (base64 on the wire).
+func ptStdinBytes(t testing.TB, ts *testServer, id string, data []byte) {
+	t.Helper()
+	body := string(marshal(map[string]any{"data": base64.StdEncoding.EncodeToString(data), "encoding": "base64"}))
+	if code, b := atDo(t, "POST", ts.URL+"/v1/commands/"+id+"/stdin", body, nil); code != http.StatusAccepted {
+		t.Fatalf("stdin %q: got %d %s; want 202", data, code, b)
+	}
+}
+
+// TestPTYEOFNeverOverSends: when the program took the pending line between
+// two writes (a non-canonical read -n 1, or ICANON switched off and on,
+// which makes the rest a complete line), eof types one VEOF: cat ends, and
+// the read after it still gets the next line. A second VEOF would end that
+// read too (the attacker's repros of issue 20 item 1).
+func TestPTYEOFNeverOverSends(t *testing.T) {
+	ts := newTestServer(t, nil)
+	const script = `cat; echo cat-done; read b; echo read-rc=$? b=$b`
+	for _, tc := range []struct{ name, between, after string }{
+		{"read -n 1", `read -n 1 c; echo got=$c; `, "got=a\r\n"},
+		{"icanon off and on", `stty -icanon; stty icanon; `, "abab"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			go1 := filepath.Join(t.TempDir(), "go")
+			p := `while [ ! -e ` + go1 + ` ]; do sleep 0.01; done; ` + tc.between + script
+			st := ptCreate(t, ts, []string{"bash", "-c", p}, 80, 24, "")
+			c := atDial(t, ts, st.CommandID, "")
+			ptStdin(t, ts, st.CommandID, "ab", false)
+			c.readUntil("ab") // the echo: the line discipline holds "ab" as a partial line
+			if err := os.WriteFile(go1, nil, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			c.readUntil(tc.after)
+			ptWaiting(t, ts, st.CommandID, tc.name+": cat reading")
+			ptStdin(t, ts, st.CommandID, "", true)
+			c.readUntil("cat-done\r\n")
+			ptStdin(t, ts, st.CommandID, "hello\n", false)
+			end := c.readExitPTY()
+			if !bytes.Contains(c.out, []byte("read-rc=0 b=hello\r\n")) || end.State != "exited" {
+				t.Errorf("%s: output %q, %s; want read-rc=0 b=hello", tc.name, c.out, end.State)
+			}
+		})
+	}
+}
+
+// TestPTYEOFReplayExact: the replay keeps a line where the kernel keeps one
+// (issue 20 attacker items D2-D5), so eof to a cat asleep reading types the
+// second VEOF that ends it: a word erase after "x é" leaves "x " (under
+// IUTF8 the kernel takes a UTF-8 lead byte as a letter), Ctrl-R without ECHO
+// is a plain byte, VLNEXT then CR under IGNCR stores the CR, and an erase
+// of a lone continuation byte at the line's start erases nothing.
+func TestPTYEOFReplayExact(t *testing.T) {
+	ts := newTestServer(t, nil)
+	const script = `cat; echo cat-done; read b; echo read-rc=$? b=$b`
+	for _, tc := range []struct {
+		name, before string
+		typed        []byte
+	}{
+		{"word erase after a non-ASCII letter", "", []byte("x \u00e9\x17")},
+		{"Ctrl-R without echo", "stty -echo; ", []byte("\x12")},
+		{"VLNEXT then CR under IGNCR", "stty igncr; ", []byte("\x16\r")},
+		{"erase of a lone continuation byte", "", []byte{0xa9, 0x7f}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := ptCreate(t, ts, []string{"bash", "-c", tc.before + script}, 80, 24, "")
+			c := atDial(t, ts, st.CommandID, "")
+			atWaitFor(t, tc.name+": cat reading", func() bool {
+				s := ptStatusOf(t, ts, st.CommandID, 0)
+				return foregroundIs(t, st.PID, "cat") && s.WaitingForInput != nil && *s.WaitingForInput
+			})
+			ptStdinBytes(t, ts, st.CommandID, tc.typed)
+			ptStdin(t, ts, st.CommandID, "", true)
+			c.readUntil("cat-done\r\n")
+			ptStdin(t, ts, st.CommandID, "hello\n", false)
+			end := c.readExitPTY()
+			if !bytes.Contains(c.out, []byte("read-rc=0 b=hello\r\n")) || end.State != "exited" {
+				t.Errorf("%s: %q then eof then hello: output %q, %s; want read-rc=0 b=hello", tc.name, tc.typed, c.out, end.State)
+			}
+		})
+	}
+}
+
+// TestPTYFinalSizeIsTheLast: a program that sets its terminal's size and
+// exits at once, with nobody asking for a status between, ends with that
+// size in its final status (issue 20, attacker D8), not the size it
+// started with.
+func TestPTYFinalSizeIsTheLast(t *testing.T) {
+	ts := newTestServer(t, nil)
+	st := ptCreate(t, ts, []string{"sh", "-c", "stty cols 50 rows 7"}, 80, 24, "")
+	c := atDial(t, ts, st.CommandID, "")
+	end := c.readExitPTY()
+	if end.PTY == nil || end.PTY.Cols != 50 || end.PTY.Rows != 7 {
+		t.Errorf("final status after stty cols 50 rows 7: %+v; want 50x7", end.PTY)
 	}
 }

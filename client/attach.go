@@ -43,6 +43,10 @@ type Attachment struct {
 	broken  *websocket.Conn // a connection a send found broken: wait for another
 	closed  bool
 	over    error // set once Next has returned its last event or error
+	// detaching is set by Detach: Next reads on to the daemon's answer to
+	// the close frame, then closes readEnd and returns net.ErrClosed.
+	detaching bool
+	readEnd   chan struct{}
 
 	// Only Next touches these.
 	cursor int64 // next_cursor of the last event returned
@@ -153,9 +157,9 @@ func (a *Attachment) next(ctx context.Context) (*wire.Event, error) {
 	var deadline time.Time
 	for {
 		a.mu.Lock()
-		conn, closed := a.conn, a.closed
+		conn, closed, detaching := a.conn, a.closed, a.detaching
 		a.mu.Unlock()
-		if closed {
+		if closed || detaching && conn == nil {
 			return nil, net.ErrClosed
 		}
 		var err error
@@ -174,6 +178,10 @@ func (a *Attachment) next(ctx context.Context) (*wire.Event, error) {
 			conn.Close()
 			a.mu.Lock()
 			closed = a.closed
+			if a.detaching { // the close is answered (or the connection broke): no dial
+				close(a.readEnd)
+				a.detaching, a.closed, closed = false, true, true
+			}
 			a.mu.Unlock()
 			if closed { // Close ended the read: no dial after it
 				return nil, net.ErrClosed
@@ -326,7 +334,10 @@ func (a *Attachment) Stdin(data []byte, eof bool) error {
 	return nil
 }
 
-// Signal sends sig to the command's process group.
+// Signal sends sig to the command's process group as a frame. The daemon
+// applies it as soon as it reads it, ahead of stdin frames waiting for the
+// command to read, but it reads at most 1 MiB of those ahead: behind more,
+// Client.Signal (HTTP) is the way that never waits.
 func (a *Attachment) Signal(sig string) error {
 	return a.send(wire.ClientFrame{Type: wire.FrameSignal, Signal: wire.Signal(sig)})
 }
@@ -337,6 +348,42 @@ func (a *Attachment) Kill() error { return a.send(wire.ClientFrame{Type: wire.Fr
 // Resize sets the terminal size of a PTY command.
 func (a *Attachment) Resize(cols, rows int) error {
 	return a.send(wire.ClientFrame{Type: wire.FrameResize, Cols: cols, Rows: rows})
+}
+
+// Detach ends the attachment cleanly, for a caller that has sent its last
+// frame: it sends a close frame and lets Next read on until the daemon
+// answers it, which the daemon does once it has read every frame sent
+// before (so none is lost to a reset: closing a socket with frames unread
+// resets it, and a reset drops what the daemon's kernel still holds). Next
+// then returns net.ErrClosed. It reports false when the answer did not come
+// within d (the daemon stopped reading: frames sent may be lost), or there
+// was no connection; the connection is closed either way.
+func (a *Attachment) Detach(d time.Duration) bool {
+	a.sendMu.Lock() // after any frame being sent
+	defer a.sendMu.Unlock()
+	a.mu.Lock()
+	conn := a.conn
+	if a.closed || a.detaching || conn == nil || conn == a.broken {
+		a.mu.Unlock()
+		a.Close()
+		return false
+	}
+	a.detaching = true
+	a.readEnd = make(chan struct{})
+	end := a.readEnd
+	a.mu.Unlock()
+	ok := conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, ""), time.Now().Add(d)) == nil
+	if ok {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-end:
+		case <-t.C:
+			ok = false
+		}
+	}
+	a.Close()
+	return ok
 }
 
 // Close closes the connection; the command is unaffected. A Next in

@@ -533,25 +533,48 @@ const maxCanonLine = 4095
 
 // InputLine follows the line that the terminal's line discipline is
 // editing: the bytes typed since the last end of line that a canonical
-// read has not been given yet. The kernel does not tell (TIOCINQ, FIONREAD
-// and poll count complete lines only in canonical mode), so TrackInput
-// replays what the line discipline does with each byte under the
-// terminal's current termios: erase (VERASE, with IUTF8 a whole
-// character), word erase (VWERASE), kill (VKILL), literal next (VLNEXT),
-// the ends of line (\n, VEOL, VEOL2, VEOF), the input maps (IGNCR, ICRNL,
-// INLCR, ISTRIP), start/stop (IXON) and the signal characters, which flush
-// the line unless NOFLSH. A byte written while the terminal is not
-// canonical leaves no line pending: it is readable at once, and when the
-// program goes back to canonical mode the kernel makes what is left a
-// complete line. The zero value is an empty line. One goroutine (the
-// terminal's writer) owns it.
+// read has not been given yet, and the evidence that the kernel still holds
+// them as a partial line.
+//
+// The kernel does not tell (TIOCINQ, FIONREAD and poll count complete lines
+// only in canonical mode), so TrackInput replays what the line discipline
+// does with each byte under the terminal's termios at that write: erase
+// (VERASE, with IUTF8 a whole character, never part of one), word erase
+// (VWERASE, with the kernel's ctype), kill (VKILL), literal next (VLNEXT),
+// reprint (VREPRINT, with ECHO), the ends of line (\n, VEOL, VEOL2, VEOF),
+// the input maps (IGNCR, ICRNL, INLCR, ISTRIP), start/stop (IXON) and the
+// signal characters, which flush the line unless NOFLSH.
+//
+// The replay cannot see what the program does between two writes: a read
+// in non-canonical mode takes bytes of the line (read -n 1), and switching
+// ICANON on makes whatever is left a complete line (n_tty_set_termios), so
+// a line the replay holds may be gone. What the kernel does let one see is
+// a reader: a process of the terminal's foreground group asleep reading the
+// terminal, which a canonical read of a partial line leaves asleep, and
+// which any termios change wakes (n_tty_set_termios wakes the read queue).
+// So the replay also records, when a line begins, which foreground process
+// was asleep reading the terminal and its context-switch count; a line is
+// certainly pending only if that process is still asleep reading it with
+// the same count (it has not run since: nobody read the line or switched
+// the mode) and the slave's TIOCINQ is 0 (no complete line waits either).
+// The zero value is an empty line. One goroutine (the terminal's writer)
+// owns it.
 type InputLine struct {
-	buf   []byte
-	lnext bool // the last byte was VLNEXT: the next is taken literally
+	buf    []byte
+	lnext  bool       // the last byte was VLNEXT: the next is taken literally
+	reader readerMark // the reader asleep since the line began; zero when none was
 }
 
-// Pending reports whether a line is being edited (VEOF would end that
-// line rather than read as end of file).
+// readerMark is a process asleep reading the terminal, and how many times
+// it had been switched out (voluntary and not) at the look.
+type readerMark struct {
+	pid      int
+	switches uint64
+}
+
+// Pending reports whether the replay holds a line being edited (VEOF would
+// end that line rather than read as end of file, if the program has not
+// taken it meanwhile: see EOFSequence).
 func (l *InputLine) Pending() bool { return len(l.buf) > 0 }
 
 // TrackInput updates l for data, which the caller is about to write to the
@@ -562,13 +585,22 @@ func (p *Process) TrackInput(l *InputLine, data []byte) {
 	if err != nil {
 		return
 	}
+	if t.Lflag&unix.ICANON != 0 && !l.Pending() && !l.lnext {
+		// A line may begin in data: note who is asleep reading before it.
+		l.reader = p.sleepingReader()
+	}
 	l.apply(t, data)
 }
 
 // EOFSequence returns what the caller writes to the terminal for an eof,
-// given l: VEOF, and in canonical mode with a line pending VEOF twice (the
-// first ends that line, the second reads as end of file). It resets l.
-// ErrNoVEOF when the program has disabled VEOF.
+// given l, and resets l. It is VEOF once, unless the evidence says a partial
+// line is certainly pending, when it is VEOF twice (the first ends that
+// line, the second reads as end of file): the terminal is canonical, the
+// replay holds a line, the process that was asleep reading the terminal
+// when that line began is asleep reading it still and has not run since,
+// and the slave holds no complete line (TIOCINQ 0). Never more: a VEOF that
+// was not needed reads as end of file to the next reader, while one too few
+// only needs another eof. ErrNoVEOF when the program has disabled VEOF.
 func (p *Process) EOFSequence(l *InputLine) ([]byte, error) {
 	t, err := p.termios()
 	if err != nil {
@@ -579,11 +611,109 @@ func (p *Process) EOFSequence(l *InputLine) ([]byte, error) {
 		return nil, ErrNoVEOF
 	}
 	seq := []byte{veof}
-	if t.Lflag&unix.ICANON != 0 && l.Pending() {
+	if t.Lflag&unix.ICANON != 0 && l.Pending() && l.reader.pid > 0 &&
+		p.sleepingReaderIs(l.reader) && p.slaveInq() == 0 {
 		seq = append(seq, veof)
 	}
-	l.buf, l.lnext = l.buf[:0], false
+	l.buf, l.lnext, l.reader = l.buf[:0], false, readerMark{}
 	return seq, nil
+}
+
+// sleepingReader returns the first process of the terminal's foreground
+// group found asleep reading the terminal, or the zero mark.
+func (p *Process) sleepingReader() readerMark {
+	pgrp := p.foregroundGroup()
+	if pgrp <= 0 {
+		return readerMark{}
+	}
+	look := func(pid int) (readerMark, bool) {
+		n1, ok := contextSwitches(pid)
+		if !ok {
+			return readerMark{}, false
+		}
+		st, ok := readStat(pid)
+		if !ok || st.pgrp != pgrp || !p.readsInput(pid, st) {
+			return readerMark{}, false
+		}
+		// Read the count again: equal on both sides of the look, the
+		// process slept through it.
+		if n2, ok := contextSwitches(pid); !ok || n2 != n1 {
+			return readerMark{}, false
+		}
+		return readerMark{pid: pid, switches: n1}, true
+	}
+	if m, ok := look(pgrp); ok {
+		return m
+	}
+	for _, pid := range p.groupMembers(pgrp) {
+		if pid == pgrp {
+			continue
+		}
+		if m, ok := look(pid); ok {
+			return m
+		}
+	}
+	return readerMark{}
+}
+
+// sleepingReaderIs reports whether m's process is still in the foreground
+// group, asleep reading the terminal, and has not been switched out since m
+// was taken (so it has not woken: a termios change, a line or a signal
+// would have woken it).
+func (p *Process) sleepingReaderIs(m readerMark) bool {
+	pgrp := p.foregroundGroup()
+	n, ok := contextSwitches(m.pid)
+	if !ok || n != m.switches || pgrp <= 0 {
+		return false
+	}
+	st, ok := readStat(m.pid)
+	if !ok || st.pgrp != pgrp || !p.readsInput(m.pid, st) {
+		return false
+	}
+	n, ok = contextSwitches(m.pid)
+	return ok && n == m.switches
+}
+
+// contextSwitches returns voluntary_ctxt_switches plus
+// nonvoluntary_ctxt_switches of pid's main thread (/proc/<pid>/status).
+func contextSwitches(pid int) (uint64, bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return 0, false
+	}
+	var sum uint64
+	found := 0
+	for _, line := range bytes.Split(b, []byte{'\n'}) {
+		for _, key := range []string{"voluntary_ctxt_switches:", "nonvoluntary_ctxt_switches:"} {
+			if v, ok := bytes.CutPrefix(line, []byte(key)); ok {
+				n, err := strconv.ParseUint(string(bytes.TrimSpace(v)), 10, 64)
+				if err != nil {
+					return 0, false
+				}
+				sum += n
+				found++
+			}
+		}
+	}
+	return sum, found == 2
+}
+
+// slaveInq returns the slave's TIOCINQ (in canonical mode: the bytes of
+// complete lines not read yet), through a peer descriptor opened for the
+// look and closed at once; -1 when it cannot be read.
+func (p *Process) slaveInq() int {
+	n := -1
+	p.withMaster(func(fd int) {
+		sfd, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.TIOCGPTPEER, uintptr(unix.O_RDONLY|unix.O_NOCTTY|unix.O_CLOEXEC|unix.O_NONBLOCK))
+		if errno != 0 {
+			return
+		}
+		if v, err := unix.IoctlGetInt(int(sfd), unix.TIOCINQ); err == nil {
+			n = v
+		}
+		unix.Close(int(sfd))
+	})
+	return n
 }
 
 func (p *Process) termios() (*unix.Termios, error) {
@@ -602,7 +732,10 @@ func (p *Process) termios() (*unix.Termios, error) {
 }
 
 // apply is the line discipline's input processing of data under t, as far
-// as the pending line is concerned (drivers/tty/n_tty.c).
+// as the pending line is concerned (drivers/tty/n_tty.c). Whatever wakes a
+// reader (an end of line, a signal character, a byte in non-canonical
+// mode) also drops the reader mark: the line after it began with nobody
+// known asleep.
 func (l *InputLine) apply(t *unix.Termios, data []byte) {
 	cc := func(i int) int { // a special character, -1 when disabled
 		if c := t.Cc[i]; c != 0 {
@@ -611,9 +744,19 @@ func (l *InputLine) apply(t *unix.Termios, data []byte) {
 		return -1
 	}
 	isig, icanon, iexten := t.Lflag&unix.ISIG != 0, t.Lflag&unix.ICANON != 0, t.Lflag&unix.IEXTEN != 0
+	echo, iutf8 := t.Lflag&unix.ECHO != 0, t.Iflag&unix.IUTF8 != 0
 	for _, b := range data {
 		if t.Iflag&unix.ISTRIP != 0 {
 			b &= 0x7f
+		}
+		if !icanon {
+			l.buf, l.lnext, l.reader = l.buf[:0], false, readerMark{}
+			continue
+		}
+		if l.lnext { // n_tty_receive_char_lnext: before the input maps
+			l.lnext = false
+			l.add(b)
+			continue
 		}
 		switch {
 		case b == '\r' && t.Iflag&unix.IGNCR != 0:
@@ -624,32 +767,25 @@ func (l *InputLine) apply(t *unix.Termios, data []byte) {
 			b = '\r'
 		}
 		c := int(b)
-		if !icanon {
-			l.buf, l.lnext = l.buf[:0], false
-			continue
-		}
-		if l.lnext {
-			l.lnext = false
-			l.add(b)
-			continue
-		}
 		switch {
 		case isig && (c == cc(unix.VINTR) || c == cc(unix.VQUIT) || c == cc(unix.VSUSP)):
 			if t.Lflag&unix.NOFLSH == 0 {
 				l.buf = l.buf[:0]
 			}
+			l.reader = readerMark{}
 		case t.Iflag&unix.IXON != 0 && (c == cc(unix.VSTART) || c == cc(unix.VSTOP)):
 		case c == cc(unix.VERASE):
-			l.erase(t.Iflag&unix.IUTF8 != 0)
+			l.erase(eraseChar, iutf8, echo, t.Lflag)
 		case c == cc(unix.VKILL):
-			l.buf = l.buf[:0]
+			l.erase(eraseLine, iutf8, echo, t.Lflag)
 		case iexten && c == cc(unix.VWERASE):
-			l.eraseWord()
+			l.erase(eraseWord, iutf8, echo, t.Lflag)
 		case iexten && c == cc(unix.VLNEXT):
 			l.lnext = true
-		case iexten && c == cc(unix.VREPRINT):
+		case iexten && echo && c == cc(unix.VREPRINT):
 		case c == '\n' || c == cc(unix.VEOF) || c == cc(unix.VEOL) || iexten && c == cc(unix.VEOL2):
 			l.buf = l.buf[:0]
+			l.reader = readerMark{}
 		default:
 			l.add(b)
 		}
@@ -662,37 +798,53 @@ func (l *InputLine) add(b byte) {
 	}
 }
 
-// erase removes the last character (with utf8, a lead byte and its
-// continuation bytes).
-func (l *InputLine) erase(utf8 bool) {
+// What an erase character erases.
+const (
+	eraseChar = iota // VERASE
+	eraseWord        // VWERASE
+	eraseLine        // VKILL
+)
+
+// erase is n_tty's eraser: from the end, one character at a time (with
+// IUTF8 a lead byte and its continuation bytes, and never continuation
+// bytes alone: the kernel refuses a partial erase), until one character for
+// VERASE; blanks and punctuation then the alphanumerics before them (the
+// kernel's isalnum, which takes Latin-1 letters, so most UTF-8 lead bytes)
+// for VWERASE; the line for VKILL, which without ECHO, ECHOK, ECHOKE or
+// ECHOE empties the line at once.
+func (l *InputLine) erase(kind int, iutf8, echo bool, lflag uint32) {
+	if kind == eraseLine && (!echo || lflag&unix.ECHOK == 0 || lflag&unix.ECHOKE == 0 || lflag&unix.ECHOE == 0) {
+		l.buf = l.buf[:0]
+		return
+	}
+	cont := func(b byte) bool { return iutf8 && b&0xc0 == 0x80 }
+	seen := false
 	for len(l.buf) > 0 {
-		b := l.buf[len(l.buf)-1]
-		l.buf = l.buf[:len(l.buf)-1]
-		if !utf8 || b&0xc0 != 0x80 {
+		i := len(l.buf) - 1
+		for i > 0 && cont(l.buf[i]) {
+			i--
+		}
+		c := l.buf[i]
+		if cont(c) {
+			return
+		}
+		if kind == eraseWord {
+			if kernelAlnum(c) || c == '_' {
+				seen = true
+			} else if seen {
+				return
+			}
+		}
+		l.buf = l.buf[:i]
+		if kind == eraseChar {
 			return
 		}
 	}
 }
 
-// eraseWord is VWERASE: blanks, then the word before them (n_tty's rule: a
-// word is alphanumerics and '_', or one other character).
-func (l *InputLine) eraseWord() {
-	seen := false
-	for len(l.buf) > 0 {
-		b := l.buf[len(l.buf)-1]
-		word := b >= '0' && b <= '9' || b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z' || b == '_'
-		switch {
-		case b == ' ' || b == '\t':
-			if seen {
-				return
-			}
-		case word:
-			seen = true
-		default:
-			if seen {
-				return
-			}
-		}
-		l.buf = l.buf[:len(l.buf)-1]
-	}
+// kernelAlnum is the kernel's isalnum (lib/ctype.c): ASCII letters and
+// digits, and the Latin-1 letters 0xc0-0xff but for 0xd7 and 0xf7.
+func kernelAlnum(c byte) bool {
+	return c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' ||
+		c >= 0xc0 && c != 0xd7 && c != 0xf7
 }

@@ -420,6 +420,13 @@ func (c *Command) run(p *procgroup.Process) {
 	p.Stdout.Close()
 	p.Stderr.Close()
 	if p.PTY != nil {
+		// The last size is the one the program left (stty cols 50), though
+		// nobody looked since: take it while the terminal is open.
+		if size, ok := c.terminalSize(); ok {
+			c.mu.Lock()
+			c.term.cols, c.term.rows = size.cols, size.rows
+			c.mu.Unlock()
+		}
 		p.PTY.Close() // hangs up the terminal: SIGHUP to what is left of the session
 	}
 	if terminated != nil {

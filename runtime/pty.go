@@ -199,11 +199,11 @@ func (c *Command) Resize(cols, rows int) (Status, error) {
 // writeTerminal is WriteStdin for a command on a terminal: data goes to the
 // terminal as raw bytes (the line discipline turns Ctrl-C into SIGINT, and
 // echoes in canonical mode), and eof types the terminal's VEOF character
-// rather than closing anything, so the terminal stays usable. When the
-// line discipline is editing a line at that moment (bytes typed since the
-// last end of line, after erase and kill: procgroup.InputLine), VEOF is
-// typed twice in canonical mode: the first ends the pending line, the
-// second reads as end of file. The writer decides when it writes the eof,
+// rather than closing anything, so the terminal stays usable. VEOF is
+// typed twice only when a partial line is certainly pending at that moment
+// (procgroup.EOFSequence): the first ends the pending line, the second
+// reads as end of file; once otherwise, since a needless second VEOF ends
+// the next reader. The writer decides when it writes the eof,
 // after everything queued before it. Stdin of a terminal is never closed;
 // the answer's closed is false.
 func (c *Command) writeTerminal(data []byte, eof bool) (int, bool, error) {

@@ -78,6 +78,11 @@ const (
 	exitNotFound   = 127
 	defaultTermEnv = "xterm-256color"
 	detachKey      = 0x1d // Ctrl-]: leave a terminal command running
+	// detachDrain bounds how long Ctrl-] waits for what was read before it
+	// to be sent; detachConfirm how long the daemon has to confirm that it
+	// read it (its answer to the close frame).
+	detachDrain   = 10 * time.Second
+	detachConfirm = 5 * time.Second
 )
 
 // cliCommands maps each subcommand to its function.
@@ -267,7 +272,7 @@ func printFlags(fs *flag.FlagSet) {
 // looks like a mistyped subcommand ("exce", "log"): it is not a flag, and
 // the daemon takes no arguments.
 func suggestCLICommand(args []string, w io.Writer) bool {
-	if len(args) == 0 || args[0] == "" || strings.HasPrefix(args[0], "-") {
+	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
 		return false
 	}
 	names := make([]string, 0, len(cliCommands))
@@ -275,9 +280,14 @@ func suggestCLICommand(args []string, w io.Writer) bool {
 		names = append(names, name)
 	}
 	sort.Strings(names)
+	if args[0] == "" {
+		fmt.Fprintf(w, "sandbox-runtime: an empty first argument is not a subcommand (subcommands: %s; the daemon itself takes only flags: see --help)\n", strings.Join(names, ", "))
+		return true
+	}
+	typed := strings.ToLower(args[0]) // KILL is kill mistyped
 	best, bestD := "", 3
 	for _, name := range names {
-		if d := editDistance(args[0], name); d < bestD || strings.HasPrefix(name, args[0]) && bestD > 1 {
+		if d := editDistance(typed, name); d < bestD || strings.HasPrefix(name, typed) && bestD > 1 {
 			best, bestD = name, min(d, 1)
 		}
 	}
@@ -306,10 +316,30 @@ func (c *cli) parseFlags(fs *flag.FlagSet, args []string) (code int, ok bool) {
 	}
 	fs.SetOutput(c.stderr)
 	if err != nil {
-		c.usageError(fs, err.Error())
+		c.usageError(fs, flagErrorAsTyped(err.Error(), args))
 		return exitUsage, false
 	}
 	return 0, true
+}
+
+// flagErrorAsTyped puts back the dashes the flag package strips from an
+// unknown flag ("--bogus" is reported as "-bogus"): the message names the
+// flag as it was typed.
+func flagErrorAsTyped(msg string, args []string) string {
+	const prefix = "flag provided but not defined: -"
+	name, ok := strings.CutPrefix(msg, prefix)
+	if !ok {
+		return msg
+	}
+	for _, a := range args {
+		if a == "--" {
+			break
+		}
+		if typed, _, _ := strings.Cut(a, "="); strings.TrimLeft(typed, "-") == name && strings.HasPrefix(typed, "-") {
+			return "flag provided but not defined: " + typed
+		}
+	}
+	return msg
 }
 
 // parse parses args and connects; it returns false (after saying why)
@@ -803,9 +833,11 @@ func signalName(sig os.Signal) string {
 
 // pumpOptions shape pumpStdin.
 type pumpOptions struct {
-	// detach, when set, is called as soon as the detach key is read (a raw
-	// terminal); what came before the key in the same read is sent first.
-	detach func()
+	// detach, when set, is called once the detach key is read (a raw
+	// terminal): reading stops, what was read before the key is sent first
+	// (for up to detachDrain, saying so), and detach gets how many of those
+	// bytes could not be sent (0: all were).
+	detach func(unsent int64)
 	// noEOF: the local EOF stops forwarding without telling the command.
 	noEOF bool
 	// failed, when set, is called once when a send fails for a reason
@@ -824,13 +856,20 @@ func (c *cli) pumpStdin(send func(b []byte, eof bool) error, o pumpOptions) {
 		eof bool
 	}
 	q := make(chan chunk, 256)
+	var unsent atomic.Int64 // bytes read and not yet sent
+	drained := make(chan struct{})
 	go func() {
+		defer close(drained)
 		failed := false
 		for ch := range q {
 			if failed {
 				continue // keep draining: the reader must never block on a dead sender
 			}
-			if err := send(ch.b, ch.eof); err != nil {
+			err := send(ch.b, ch.eof)
+			if err == nil {
+				unsent.Add(-int64(len(ch.b)))
+			}
+			if err != nil {
 				failed = true
 				if errors.Is(err, net.ErrClosed) || isInputDone(err) {
 					continue // the command, or this side, is done with input
@@ -843,7 +882,12 @@ func (c *cli) pumpStdin(send func(b []byte, eof bool) error, o pumpOptions) {
 			}
 		}
 	}()
-	defer close(q)
+	closed := false
+	defer func() {
+		if !closed {
+			close(q)
+		}
+	}()
 	for {
 		buf := make([]byte, 64<<10)
 		n, err := c.stdin.Read(buf)
@@ -852,12 +896,25 @@ func (c *cli) pumpStdin(send func(b []byte, eof bool) error, o pumpOptions) {
 			if o.detach != nil {
 				if i := bytes.IndexByte(b, detachKey); i >= 0 {
 					if i > 0 {
+						unsent.Add(int64(i))
 						q <- chunk{b: b[:i]}
 					}
-					o.detach()
+					close(q)
+					closed = true
+					if n := unsent.Load(); n > 0 {
+						c.rawErrorf("detaching: sending the %d bytes read before Ctrl-] first (up to %v)", n, detachDrain)
+					}
+					t := time.NewTimer(detachDrain)
+					select {
+					case <-drained:
+					case <-t.C:
+					}
+					t.Stop()
+					o.detach(unsent.Load())
 					return
 				}
 			}
+			unsent.Add(int64(n))
 			q <- chunk{b: b}
 		}
 		if err != nil {
@@ -1056,7 +1113,9 @@ func (c *cli) attachTo(ctx context.Context, st *wire.Status, cursor int64, withS
 			}
 		}()
 	}
-	detached := make(chan struct{})
+	detached := make(chan struct{})   // closed when the detach key is read
+	detachDone := make(chan struct{}) // closed once detachLost is set
+	var detachLost string             // why input read before the key may not have arrived
 	// inputLost: a frame was refused or a send failed, so the command may
 	// not have seen everything that was typed or piped: never exit 0.
 	var inputLost atomic.Bool
@@ -1071,9 +1130,16 @@ func (c *cli) attachTo(ctx context.Context, st *wire.Status, cursor int64, withS
 		if term.IsTerminal(in) {
 			// Raw: Ctrl-] at once; a pipe command on a cooked terminal:
 			// Ctrl-] then Enter (the line is the terminal's until then).
-			o.detach = func() {
+			o.detach = func(unsent int64) {
 				close(detached)
-				a.Close() // ends the Next below
+				switch {
+				case unsent > 0:
+					detachLost = fmt.Sprintf("%d bytes read before Ctrl-] were not sent: the command did not read them within %v", unsent, detachDrain)
+					a.Close()
+				case !a.Detach(detachConfirm): // ends the Next below
+					detachLost = fmt.Sprintf("the daemon did not confirm within %v that it read everything sent before Ctrl-]", detachConfirm)
+				}
+				close(detachDone)
 			}
 		}
 		go c.pumpStdin(a.Stdin, o)
@@ -1098,6 +1164,7 @@ func (c *cli) attachTo(ctx context.Context, st *wire.Status, cursor int64, withS
 					n, err := c.stdin.Read(buf)
 					if bytes.IndexByte(buf[:n], detachKey) >= 0 {
 						close(detached)
+						close(detachDone)
 						a.Close()
 						return
 					}
@@ -1110,7 +1177,13 @@ func (c *cli) attachTo(ctx context.Context, st *wire.Status, cursor int64, withS
 	}
 	started := make(chan string, 1)
 	started <- st.CommandID
-	go c.forwardSignals(ctx, started, nil, func(_ string, sig os.Signal) { a.Signal(signalName(sig)) })
+	// Signals go over HTTP, not as frames: a frame would wait behind the
+	// stdin frames in front of it, which wait for the command to read.
+	go c.forwardSignals(ctx, started, nil, func(id string, sig os.Signal) {
+		if _, err := c.c.Signal(ctx, id, signalName(sig)); err != nil && !isInputDone(err) && ctx.Err() == nil {
+			c.rawErrorf("%s did not reach the command: %v", signalName(sig), reason(err))
+		}
+	})
 	var gap int64 // output bytes lost
 	for {
 		ev, err := a.Next(ctx)
@@ -1123,7 +1196,12 @@ func (c *cli) attachTo(ctx context.Context, st *wire.Status, cursor int64, withS
 					// its prompt): start the note on a line of its own.
 					fmt.Fprintln(c.stderr)
 				}
+				<-detachDone
 				c.errorf("detached from %s, which goes on running; sandbox-runtime attach %s comes back to it", st.CommandID, st.CommandID)
+				if detachLost != "" {
+					c.errorf("%s; exiting %d", detachLost, exitFailed)
+					return exitFailed
+				}
 				return 0
 			default:
 			}
@@ -1163,7 +1241,7 @@ func (c *cli) attachTo(ctx context.Context, st *wire.Status, cursor int64, withS
 }
 
 func (c *cli) attach(args []string) int {
-	fs, url, tok := c.flags("attach [--no-stdin] [--cursor N] ID", "Attaches to a running command: shows its retained output (on a terminal, the screen) and what follows, forwards stdin (when the command has it; its end closes the command's stdin), signals and, on a terminal, every key and the window size; Ctrl-] detaches and leaves it running. Exits with the command's exit code.")
+	fs, url, tok := c.flags("attach [--no-stdin] [--cursor N] ID", "Attaches to a running command: shows its retained output (on a terminal, the screen) and what follows, forwards stdin (when the command has it; its end closes a pipe command's stdin, and on a terminal command only stops the forwarding), signals and, on a terminal, every key and the window size; Ctrl-] detaches and leaves it running. Exits with the command's exit code.")
 	noStdin := fs.Bool("no-stdin", false, "do not forward stdin (the command's stays open)")
 	cursor := fs.Int64("cursor", -1, "show the output from this cursor on (default: the oldest byte still retained)")
 	rest, code, ok := c.parse(fs, url, tok, args, 1)

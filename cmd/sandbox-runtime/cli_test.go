@@ -1109,3 +1109,98 @@ func TestCLIAttachInputAfterTheEnd(t *testing.T) {
 		t.Errorf("attach of a command that stops reading: exit %d, stdout %q, stderr %q; want exit 0, quiet", r.code, r.stdout, r.stderr)
 	}
 }
+
+// TestCLIAttachSignalNotBehindInput (issue 20, attacker D7): SIGINT to
+// attach reaches the command at once although 8 MB piped into it (more than the daemon and the
+// kernels hold) wait for
+// a command that reads nothing: the signal does not queue behind the
+// stdin frames.
+func TestCLIAttachSignalNotBehindInput(t *testing.T) {
+	t.Parallel()
+	d := startCLIDaemon(t)
+	resp, err := http.Post(d.url+"/v1/commands", "application/json", strings.NewReader(`{"argv":["sh","-c","echo ready; exec sleep 60"],"stdin":true}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st wire.Status
+	json.NewDecoder(resp.Body).Decode(&st)
+	resp.Body.Close()
+	in := filepath.Join(t.TempDir(), "in")
+	if err := os.WriteFile(in, bytes.Repeat([]byte("z"), 8000000), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binPath, "attach", st.CommandID)
+	cmd.Env = append(cliEnv(), "SANDBOX_RUNTIME_URL="+d.url)
+	cmd.Stdin = f
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var errb bytes.Buffer
+	cmd.Stderr = &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if line, err := bufio.NewReader(out).ReadString('\n'); line != "ready\n" {
+		t.Fatalf("first line %q, %v", line, err)
+	}
+	// Wait until attach has read the whole input (its stdin's offset):
+	// more than the daemon holds for a command that does not read.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		b, _ := os.ReadFile("/proc/" + strconv.Itoa(cmd.Process.Pid) + "/fdinfo/0")
+		if bytes.HasPrefix(b, []byte("pos:\t8000000\n")) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("attach never read its input: %q", b)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t0 := time.Now()
+	cmd.Process.Signal(syscall.SIGINT)
+	err = cmd.Wait()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 130 || time.Since(t0) > 10*time.Second {
+		t.Fatalf("SIGINT behind 3 MB of input: %v after %v (stderr %q); want exit 130 at once", err, time.Since(t0), errb.String())
+	}
+	r, err := http.Get(d.url + "/v1/commands/" + st.CommandID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fin wire.Status
+	json.NewDecoder(r.Body).Decode(&fin)
+	r.Body.Close()
+	if fin.State != "exited" || fin.Signal == nil || *fin.Signal != "SIGINT" {
+		t.Fatalf("the command after attach's SIGINT: %s, signal %v (attach stderr %q); want ended by SIGINT", fin.State, fin.Signal, errb.String())
+	}
+	t.Logf("SIGINT behind 8 MB of piped input: attach exited 130 after %v", time.Since(t0))
+}
+
+// TestCLIUsageErrorsAsTyped (issue 20, attacker D8): an empty first
+// argument is a usage error, not the daemon starting; a subcommand in
+// capitals gets a did-you-mean; an unknown flag is named as typed.
+func TestCLIUsageErrorsAsTyped(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{""}, "an empty first argument is not a subcommand"},
+		{[]string{"KILL"}, `did you mean "kill"?`},
+		{[]string{"ps", "--bogus"}, "flag provided but not defined: --bogus\n"},
+		{[]string{"ps", "--bogus=3"}, "flag provided but not defined: --bogus\n"},
+		{[]string{"ps", "-bogus"}, "flag provided but not defined: -bogus\n"},
+	} {
+		r := runClient(t, []string{"SANDBOX_RUNTIME_URL=http://127.0.0.1:1"}, "", tc.args...)
+		if r.code != 2 || !strings.Contains(r.stderr, tc.want) {
+			t.Errorf("sandbox-runtime %q: exit %d, stderr %q; want 2 and %q", tc.args, r.code, r.stderr, tc.want)
+		}
+	}
+}
