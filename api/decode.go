@@ -158,7 +158,12 @@ func jsonPath(t reflect.Type, field string) (path string, inMap bool) {
 		out = append(out, comp)
 		t = nil
 	}
-	return strings.Join(out, "."), false
+	// encoding/json names a map's value by the map's own path ("envs"):
+	// the error is then about one of its values.
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	return strings.Join(out, "."), t != nil && t.Kind() == reflect.Map
 }
 
 // jsonValueKind names the kind of JSON value an UnmarshalTypeError saw.

@@ -992,7 +992,7 @@ func TestCLIMessages(t *testing.T) {
 		{[]string{"ps", "--state", "bogus"}, 2, "", `--state "bogus" is not a state: running, exited`, ""},
 		{[]string{"ps", "--url", "127.0.0.1:1"}, 125, "", `must start with http:// or https://, e.g. http://127.0.0.1:1`, "first path segment"},
 		{[]string{"ps", "--url", "http://me:s3cret@127.0.0.1:1"}, 125, "", "http://me:xxxxx@127.0.0.1:1", "s3cret"},
-		{[]string{"exec", "--bogus", "--", "true"}, 2, "", "sandbox-runtime exec: flag provided but not defined: -bogus\nusage: sandbox-runtime exec", ""},
+		{[]string{"exec", "--bogus", "--", "true"}, 2, "", "sandbox-runtime exec: flag provided but not defined: --bogus\nusage: sandbox-runtime exec", ""},
 		{[]string{"exec", "--help"}, 0, "usage: sandbox-runtime exec", "", ""},
 		{[]string{"--url", "http://127.0.0.1:1", "ps", "-q"}, 2, "", "the client's flags go after its subcommand: sandbox-runtime ps --url http://127.0.0.1:1 -q", ""},
 		{[]string{"--help"}, 0, "sandbox-runtime attach [--no-stdin] [--cursor N] ID", "", ""},
