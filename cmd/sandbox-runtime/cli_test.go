@@ -215,29 +215,13 @@ func TestCLIBackgroundLogsKill(t *testing.T) {
 	}
 	// logs -f shows the output so far, then waits for the end: kill it
 	// once "first" (written after "oops") has arrived.
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	follow := exec.CommandContext(ctx, binPath, "logs", "-f", id)
-	follow.Env = append(cliEnv(), env...)
-	var ferr bytes.Buffer
-	follow.Stderr = &ferr
-	fout, err := follow.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := follow.Start(); err != nil {
-		t.Fatal(err)
-	}
-	br := bufio.NewReader(fout)
-	if line, err := br.ReadString('\n'); line != "first\n" {
-		t.Fatalf("logs -f first line %q, %v", line, err)
-	}
+	follow, br, ferr := followUntilFirst(t, env, id)
 	r = runClient(t, env, "", "kill", id)
 	if r.code != 0 || !regexp.MustCompile(`^`+id+` cancelled by SIGTERM, exit code 143\n$`).MatchString(r.stdout) {
 		t.Errorf("kill: %+v", r)
 	}
 	rest, _ := io.ReadAll(br)
-	err = follow.Wait()
+	err := follow.Wait()
 	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 143 || len(rest) != 0 || ferr.String() != "oops\nsandbox-runtime logs: the command was killed by a kill request (SIGTERM)\n" {
 		t.Errorf("logs -f: %v, then %q, stderr %q; want it to end with the command (exit 143, saying it was killed), after first and oops", err, rest, ferr.String())
 	}
@@ -1038,28 +1022,12 @@ func TestCLILogsFollowShutdown(t *testing.T) {
 	env := []string{"SANDBOX_RUNTIME_URL=" + dm.URL}
 	r := runClient(t, env, "", "run", "-d", "--", "sh", "-c", "echo first; exec sleep 60")
 	id := strings.TrimSpace(r.stdout)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	follow := exec.CommandContext(ctx, binPath, "logs", "-f", id)
-	follow.Env = append(cliEnv(), env...)
-	var ferr bytes.Buffer
-	follow.Stderr = &ferr
-	fout, err := follow.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := follow.Start(); err != nil {
-		t.Fatal(err)
-	}
-	br := bufio.NewReader(fout)
-	if line, err := br.ReadString('\n'); line != "first\n" {
-		t.Fatalf("logs -f first line %q, %v", line, err)
-	}
+	follow, br, ferr := followUntilFirst(t, env, id)
 	if err := dm.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
 	io.ReadAll(br)
-	err = follow.Wait()
+	err := follow.Wait()
 	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 143 || !strings.Contains(ferr.String(), "shut down and ended the command") {
 		t.Errorf("logs -f across a shutdown: %v, stderr %q; want exit 143 saying the shutdown ended it", err, ferr.String())
 	}
@@ -1203,4 +1171,29 @@ func TestCLIUsageErrorsAsTyped(t *testing.T) {
 			t.Errorf("sandbox-runtime %q: exit %d, stderr %q; want 2 and %q", tc.args, r.code, r.stderr, tc.want)
 		}
 	}
+}
+
+// followUntilFirst starts `logs -f id` (bounded by a minute, ended with the
+// test) and reads its first line, which must be "first"; it returns the
+// running client, the rest of its stdout and its stderr.
+func followUntilFirst(t *testing.T, env []string, id string) (*exec.Cmd, *bufio.Reader, *bytes.Buffer) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	follow := exec.CommandContext(ctx, binPath, "logs", "-f", id)
+	follow.Env = append(cliEnv(), env...)
+	ferr := new(bytes.Buffer)
+	follow.Stderr = ferr
+	fout, err := follow.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := follow.Start(); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(fout)
+	if line, err := br.ReadString('\n'); line != "first\n" {
+		t.Fatalf("logs -f first line %q, %v", line, err)
+	}
+	return follow, br, ferr
 }
