@@ -496,13 +496,8 @@ func TestCLIUnderTmux(t *testing.T) {
 	// no event for "this text appeared") until re matches, within 30 s.
 	waitScreen := func(re string) {
 		t.Helper()
-		rx := regexp.MustCompile(re)
-		deadline := time.Now().Add(30 * time.Second)
-		for !rx.MatchString(screen()) {
-			if time.Now().After(deadline) {
-				t.Fatalf("the screen never matched %q:\n%s", re, screen())
-			}
-			time.Sleep(50 * time.Millisecond)
+		if !screenMatches(screen, re) {
+			t.Fatalf("the screen never matched %q:\n%s", re, screen())
 		}
 	}
 	typeLine := func(s string) { run("send-keys", "-t", "cli", "-l", s); run("send-keys", "-t", "cli", "Enter") }
@@ -538,12 +533,41 @@ func TestCLIUnderTmux(t *testing.T) {
 	waitScreen(`(?m)^25 90$`)
 	// Like a person: Ctrl-C once sleep runs, the next line once the shell
 	// is back at its prompt (or the terminal would flush what was typed).
+	// "Running" is seen in /proc, the sleep the foreground job of the
+	// remote terminal: "not waiting for input" is also what the shell reads
+	// while stty is still ending, and a Ctrl-C typed then races the line.
 	typeLine("sleep 30")
-	waitDaemon(t, d, "sleep to run", func(p *ptyState) bool { return p.WaitingForInput != nil && !*p.WaitingForInput })
+	shell := waitDaemon(t, d, "sleep to run", func(p *ptyState) bool { return foregroundSleep(p.PID) })
 	run("send-keys", "-t", "cli", "C-c")
-	waitDaemon(t, d, "the shell to read again", func(p *ptyState) bool { return p.WaitingForInput != nil && *p.WaitingForInput })
+	waitDaemon(t, d, "the shell to read again", func(p *ptyState) bool {
+		return !foregroundSleep(p.PID) && p.WaitingForInput != nil && *p.WaitingForInput
+	})
 	typeLine("echo after-interrupt; exit 3")
-	waitScreen(`(?m)^after-interrupt\s*\n(.*\n)*rc=3$`)
+	if !screenMatches(screen, `(?m)^after-interrupt\s*\n(.*\n)*rc=3$`) {
+		// Say what the daemon holds of the terminal too: it tells a lost
+		// line from a client that did not show or did not exit.
+		resp, err := http.Get(d.url + "/v1/commands/" + shell.CommandID + "/output?follow=false")
+		var held []byte
+		if err == nil {
+			held, _ = io.ReadAll(resp.Body)
+			resp.Body.Close()
+		}
+		t.Fatalf("the screen never showed after-interrupt and rc=3:\n%s\nthe daemon's record of the command's terminal (%v): %q", screen(), err, held)
+	}
+}
+
+// screenMatches polls screen (tmux has no event for "this text appeared")
+// until re matches it, within 30 s.
+func screenMatches(screen func() string, re string) bool {
+	rx := regexp.MustCompile(re)
+	deadline := time.Now().Add(30 * time.Second)
+	for !rx.MatchString(screen()) {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return true
 }
 
 // ptyState is what the tmux test reads of the one running command.
@@ -551,9 +575,9 @@ type ptyState = wire.Status
 
 // waitDaemon polls the one running command's status until ok holds, within
 // 30 s (tmux offers no event to wait on, so the test reads the daemon).
-func waitDaemon(t *testing.T, d *cliDaemon, what string, ok func(*ptyState) bool) {
+func waitDaemon(t *testing.T, d *cliDaemon, what string, ok func(*ptyState) bool) wire.Status {
 	t.Helper()
-	waitOne(t, d, "?state=running", what, ok)
+	return waitOne(t, d, "?state=running", what, ok)
 }
 
 // waitFinishedOne polls the daemon's list until it holds one command and
