@@ -396,22 +396,21 @@ func legacyIsJSON(contentType string) bool {
 // path its filename names, relative to the base dir. Like the Python server,
 // the whole body is read before anything is decided (the last "file" part
 // wins), but parts are streamed to a temporary file, never held in memory.
+//
+// Its steps: the media type, the base dir opened once (everything happens
+// relative to it: the temporary file lives at its top, the target is
+// reached through it), the parts (upload.readParts), then the target
+// (upload.place).
 func (s *Handlers) legacyUpload(w http.ResponseWriter, r *http.Request) {
-	missing := func() {
-		f := validationFailure("field required", "value_error.missing", "body", "file")
-		legacyDetail(w, f.status, f.detail)
-	}
 	mt, params, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	if err != nil || mt != "multipart/form-data" {
-		missing() // Starlette finds no form fields in other bodies
+		uploadMissing(w) // Starlette finds no form fields in other bodies
 		return
 	}
 	if params["boundary"] == "" {
 		legacyDetail(w, http.StatusBadRequest, legacyParseError)
 		return
 	}
-	// Everything happens relative to the base dir opened once: the
-	// temporary file lives at its top, the target is reached through it.
 	base := pycompat.RealBase(s.opts.BaseDir)
 	root, err := os.OpenRoot(base)
 	if err != nil {
@@ -419,92 +418,128 @@ func (s *Handlers) legacyUpload(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer root.Close()
-	var tmp string // the temporary file (relative to root) holding the last "file" part
-	defer func() {
-		if tmp != "" {
-			root.Remove(tmp)
-		}
-	}()
-	var filename string
-	seen, isFile := false, false
-	mr := multipart.NewReader(r.Body, params["boundary"])
+	u := &upload{root: root, base: base}
+	defer u.discard()
+	if !u.readParts(w, multipart.NewReader(r.Body, params["boundary"])) {
+		return
+	}
+	switch {
+	case !u.seen:
+		uploadMissing(w)
+	case !u.isFile:
+		f := validationFailure("Expected UploadFile, received: <class 'str'>", "value_error", "body", "file")
+		legacyDetail(w, f.status, f.detail)
+	default:
+		u.place(w)
+	}
+}
+
+// uploadMissing is the answer to an /upload without a "file" field.
+func uploadMissing(w http.ResponseWriter) {
+	f := validationFailure("field required", "value_error.missing", "body", "file")
+	legacyDetail(w, f.status, f.detail)
+}
+
+// upload is an /upload in progress, relative to the base dir opened once.
+type upload struct {
+	root     *os.Root
+	base     string // the base dir's real path, for messages
+	tmp      string // the temporary file (relative to root) holding the last "file" part
+	filename string // that part's filename: the target
+	seen     bool   // a field named "file" was sent
+	isFile   bool   // the last one was a file part (not a plain field)
+}
+
+// discard removes the temporary file, if any.
+func (u *upload) discard() {
+	if u.tmp != "" {
+		u.root.Remove(u.tmp)
+		u.tmp = ""
+	}
+}
+
+// readParts reads every part of the body: a "file" part with a filename
+// is streamed to a new temporary file (replacing an earlier one), any
+// other part is read and dropped. false means it answered.
+func (u *upload) readParts(w http.ResponseWriter, mr *multipart.Reader) bool {
 	for {
 		part, err := mr.NextRawPart()
 		if err == io.EOF {
-			break
+			return true
 		}
 		if err != nil {
 			legacyDetail(w, http.StatusBadRequest, legacyParseError)
-			return
+			return false
 		}
 		name, fname, hasName, hasFilename := pycompat.PartDisposition(part.Header.Get("Content-Disposition"))
 		if !hasName {
 			legacyDetail(w, http.StatusBadRequest, legacyParseError)
-			return
+			return false
 		}
 		if name != "file" || !hasFilename {
 			if _, err := io.Copy(io.Discard, part); err != nil {
 				legacyDetail(w, http.StatusBadRequest, legacyParseError)
-				return
+				return false
 			}
 			if name == "file" { // a plain field named file replaces any earlier file
-				seen, isFile = true, false
+				u.seen, u.isFile = true, false
 			}
 			continue
 		}
-		if tmp != "" {
-			root.Remove(tmp)
-			tmp = ""
+		if !u.readFile(w, part) {
+			return false
 		}
-		f, path, err := createUploadTemp(root)
-		if err != nil {
-			legacyMessage(w, http.StatusInternalServerError, "File upload failed: "+pycompat.OSErrorText(absPathError(err, base)))
-			return
-		}
-		tmp = path
-		readErr, writeErr := fsroot.Copy(f, part)
-		if cerr := f.Close(); writeErr == nil {
-			writeErr = cerr
-		}
-		if readErr != nil {
-			legacyDetail(w, http.StatusBadRequest, legacyParseError)
-			return
-		}
-		if writeErr != nil {
-			legacyMessage(w, http.StatusInternalServerError, "File upload failed: "+pycompat.OSErrorText(writeErr))
-			return
-		}
-		seen, isFile, filename = true, true, fname
+		u.seen, u.isFile, u.filename = true, true, fname
 	}
-	switch {
-	case !seen:
-		missing()
-		return
-	case !isFile:
-		f := validationFailure("Expected UploadFile, received: <class 'str'>", "value_error", "body", "file")
-		legacyDetail(w, f.status, f.detail)
-		return
-	}
+}
 
-	full, err := pycompat.ResolveUnder(base, filename)
+// readFile streams a file part to a new temporary file, which replaces
+// the previous one. false means it answered.
+func (u *upload) readFile(w http.ResponseWriter, part io.Reader) bool {
+	u.discard()
+	f, path, err := createUploadTemp(u.root)
+	if err != nil {
+		legacyMessage(w, http.StatusInternalServerError, "File upload failed: "+pycompat.OSErrorText(absPathError(err, u.base)))
+		return false
+	}
+	u.tmp = path
+	readErr, writeErr := fsroot.Copy(f, part)
+	if cerr := f.Close(); writeErr == nil {
+		writeErr = cerr
+	}
+	if readErr != nil {
+		legacyDetail(w, http.StatusBadRequest, legacyParseError)
+		return false
+	}
+	if writeErr != nil {
+		legacyMessage(w, http.StatusInternalServerError, "File upload failed: "+pycompat.OSErrorText(writeErr))
+		return false
+	}
+	return true
+}
+
+// place moves the upload to the path its filename names (parents
+// created), and answers.
+func (u *upload) place(w http.ResponseWriter) {
+	full, err := pycompat.ResolveUnder(u.base, u.filename)
 	if err != nil {
 		legacyMessage(w, http.StatusForbidden, "Access denied")
 		return
 	}
-	rel := pycompat.RelOf(base, full)
+	rel := pycompat.RelOf(u.base, full)
 	if rel != "" { // the base dir itself exists; writing it fails below
 		dir, _ := pycompat.Split(rel)
-		if _, err := fsroot.MkdirAll(root, dir, 0o777); err != nil {
-			legacyMessage(w, http.StatusInternalServerError, "File upload failed: "+pycompat.OSErrorText(absPathError(err, base)))
+		if _, err := fsroot.MkdirAll(u.root, dir, 0o777); err != nil {
+			legacyMessage(w, http.StatusInternalServerError, "File upload failed: "+pycompat.OSErrorText(absPathError(err, u.base)))
 			return
 		}
 	}
-	if err := placeUpload(root, tmp, rel, full); err != nil {
+	if err := placeUpload(u.root, u.tmp, rel, full); err != nil {
 		legacyMessage(w, http.StatusInternalServerError, "File upload failed: "+pycompat.OSErrorText(err))
 		return
 	}
-	tmp = "" // moved (or copied and removed)
-	legacyMessage(w, http.StatusOK, "File '"+filename+"' uploaded successfully.")
+	u.tmp = "" // moved (or copied and removed)
+	legacyMessage(w, http.StatusOK, "File '"+u.filename+"' uploaded successfully.")
 }
 
 // createUploadTemp creates an empty file at the top of root with mode 0666

@@ -207,3 +207,28 @@ func (a *admission) releaser(ch chan struct{}) func() {
 func (m *Manager) EnterDecode(ctx context.Context, size int) (leave func(), err error) {
 	return m.adm.admit(ctx, ClassDecode, size)
 }
+
+// ExecSlot is an execution's admitted place (ClassExecution), taken before
+// its argv exists: a caller whose argv is costly to hold (the words of a
+// large command) waits for its place with the cheaper form and builds the
+// argv once admitted. Give it to ExecuteIn, or Release it.
+type ExecSlot struct{ release func() }
+
+// Release gives the place back; it is idempotent. ExecuteIn takes the
+// place over: after ExecuteIn, release the result instead.
+func (s *ExecSlot) Release() {
+	if s != nil && s.release != nil {
+		s.release()
+		s.release = nil
+	}
+}
+
+// AdmitExecution waits for an execution place as Execute does: until one
+// frees, ctx is done (ctx.Err()) or shutdown begins (ErrShuttingDown).
+func (m *Manager) AdmitExecution(ctx context.Context) (*ExecSlot, error) {
+	release, err := m.adm.admit(ctx, ClassExecution, 0)
+	if err != nil {
+		return nil, err
+	}
+	return &ExecSlot{release: release}, nil
+}

@@ -121,31 +121,6 @@ func (m *Manager) Execute(ctx context.Context, argv []string, timeout time.Durat
 	return m.ExecuteIn(slot, argv, timeout)
 }
 
-// ExecSlot is an execution's admitted place (ClassExecution), taken before
-// its argv exists: a caller whose argv is costly to hold (the words of a
-// large command) waits for its place with the cheaper form and builds the
-// argv once admitted. Give it to ExecuteIn, or Release it.
-type ExecSlot struct{ release func() }
-
-// Release gives the place back; it is idempotent. ExecuteIn takes the
-// place over: after ExecuteIn, release the result instead.
-func (s *ExecSlot) Release() {
-	if s != nil && s.release != nil {
-		s.release()
-		s.release = nil
-	}
-}
-
-// AdmitExecution waits for an execution place as Execute does: until one
-// frees, ctx is done (ctx.Err()) or shutdown begins (ErrShuttingDown).
-func (m *Manager) AdmitExecution(ctx context.Context) (*ExecSlot, error) {
-	release, err := m.adm.admit(ctx, ClassExecution, 0)
-	if err != nil {
-		return nil, err
-	}
-	return &ExecSlot{release: release}, nil
-}
-
 // ExecuteIn is Execute in the place slot holds, which it takes over: the
 // place is given back on an error, else by the result's Release. A used or
 // released slot is ErrInvalid.
