@@ -14,7 +14,7 @@ import (
 	"github.com/sandbox-runtime/sandbox-runtime/runtime"
 )
 
-// TestLegacyExecuteLargeCommand: a command over httpx.BigBody, split again once
+// TestLegacyExecuteLargeCommand: a command over runtime.LargeBody, split again once
 // it has an execution slot, runs exactly as a small one would, also when
 // it had to wait for the only slot.
 func TestLegacyExecuteLargeCommand(t *testing.T) {
