@@ -98,6 +98,9 @@ type rule struct {
 	// (full == wait). A decode does not start work and is left to its
 	// client.
 	shutdownEnds bool
+	// gone is the error of a waiter whose context ended (full == wait);
+	// nil means ctx.Err().
+	gone error
 	// minSize: a request of this size or less takes no place (0: every
 	// request takes one).
 	minSize int
@@ -123,6 +126,7 @@ var rules = [numClasses]rule{
 		name:    "large decode",
 		limit:   func(Config) int { return maxLargeDecodes },
 		full:    wait,
+		gone:    ErrClientGone,
 		minSize: LargeBody,
 	},
 }
@@ -182,8 +186,8 @@ func (a *admission) admit(ctx context.Context, c Class, size int) (release func(
 	case ch <- struct{}{}:
 		return a.releaser(ch), nil
 	case <-ctx.Done():
-		if c == ClassDecode {
-			return nil, ErrClientGone
+		if r.gone != nil {
+			return nil, r.gone
 		}
 		return nil, ctx.Err()
 	case <-shutdown:

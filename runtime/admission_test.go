@@ -201,3 +201,40 @@ func TestExecutionWaitEndsAtShutdown(t *testing.T) {
 		t.Fatalf("admission after shutdown with a free place: %v; want ErrShuttingDown", err)
 	}
 }
+
+// TestAdmissionTableIsComplete: every class has a row that can be
+// followed (a name, a limit of at least one place with the default
+// configuration, a refusal exactly when it refuses), so that a class added
+// without its rule fails here rather than at its first full moment.
+func TestAdmissionTableIsComplete(t *testing.T) {
+	cfg := DefaultConfig().withDefaults()
+	names := map[string]bool{}
+	for c := range numClasses {
+		r := rules[c]
+		switch {
+		case r.name == "" || names[r.name]:
+			t.Errorf("class %d: name %q is empty or not unique", c, r.name)
+		case r.limit == nil || r.limit(cfg) < 1:
+			t.Errorf("%s: no limit of at least 1 place", r.name)
+		case (r.full == refuse) != (r.refusal != nil):
+			t.Errorf("%s: a refusal must be given exactly when a full class refuses", r.name)
+		case r.full == refuse && (r.shutdownEnds || r.gone != nil):
+			t.Errorf("%s: a refusing class never waits; shutdownEnds and gone are for waits", r.name)
+		}
+		names[r.name] = true
+		if c.String() != r.name {
+			t.Errorf("class %d: String %q; want %q", c, c.String(), r.name)
+		}
+	}
+	// Create takes its place while it holds the table's lock: a managed
+	// command must be refused, never wait.
+	if rules[ClassCommand].full != refuse {
+		t.Errorf("%s: must refuse when full (Create holds Manager.mu while it admits)", ClassCommand)
+	}
+	// The documented numbers (protocol.md §2 Admission of work).
+	for c, want := range map[Class]int{ClassCommand: 16, ClassExecution: 8, ClassDecode: 4} {
+		if got := rules[c].limit(cfg); got != want {
+			t.Errorf("%s: %d places by default; protocol.md says %d", c, got, want)
+		}
+	}
+}

@@ -136,7 +136,8 @@ func (m *Manager) Create(r CreateRequest) (Status, bool, error) {
 	} else {
 		id = uuid.NewString()
 	}
-	running, err := m.adm.admit(context.Background(), ClassCommand, 0) // refuses at once when full
+	// Under m.mu: ClassCommand refuses at once when full, never waits.
+	running, err := m.adm.admit(context.Background(), ClassCommand, 0)
 	if err != nil {
 		m.mu.Unlock()
 		return Status{}, false, err
