@@ -26,16 +26,18 @@ import (
 //     docs/configuration.md, or a constant), whether a full class refuses
 //     (with its error: the sentinel the transports map to a status) or
 //     waits, and whether shutdown ends the wait;
-//  3. take a place with Manager.admit (or a typed wrapper such as
-//     AdmitExecution) where the work begins, and give it back where the
-//     work ends, once;
-//  4. add the row to protocol.md's limits and to the admission test
-//     (TestAdmissionRules).
+//  3. take a place with m.adm.admit (or a typed wrapper such as
+//     AdmitExecution) where the work begins, and call the release it
+//     returns where the work ends (it is idempotent);
+//  4. add the row to protocol.md §2 "Admission of work" and its answers
+//     to TestAdmissionRules (TestAdmissionTableIsComplete checks the row).
 //
 // A class is only for work that is its own kind: a gRPC Start is a managed
-// command (a live process with a handle: ClassCommand, through Create); an
-// execution that leaves no handle belongs to ClassExecution or to a row of
-// its own when its limit must not be shared.
+// command (a live process with a handle: ClassCommand, through Create); a
+// gRPC Execute leaves no handle, so it is a ClassExecution (Manager.Execute)
+// or a row of its own if it must not share legacy /execute's places; a
+// code context (a Python process per context) is a row of its own, with
+// its count as the limit, refused when full.
 
 // Class is a class of work the Manager admits.
 type Class int
