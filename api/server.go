@@ -248,7 +248,8 @@ func (s *Server) middleware(mux *http.ServeMux) http.Handler {
 		h.Set("X-Request-ID", rid)
 		rec := &statusRecorder{ResponseWriter: w}
 		route := "" // set for the routes served outside the mux
-		r = r.WithContext(context.WithValue(r.Context(), requestIDKey{}, rid))
+		// The large-decode turns are the Manager's (runtime's ClassDecode).
+		r = r.WithContext(httpx.WithDecodeTurns(context.WithValue(r.Context(), requestIDKey{}, rid), s.m))
 		defer func() {
 			if p := recover(); p != nil {
 				if p == http.ErrAbortHandler {

@@ -3,7 +3,6 @@ package httpx
 import (
 	"bytes"
 	"context"
-	"errors"
 	"net/http"
 )
 
@@ -30,49 +29,35 @@ func ReadBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, erro
 	return data, err
 }
 
-// Decoding a large body costs a multiple of its size while it is parsed: a
-// 1 MiB create with 87,000 envs keys took 27 MiB, a 1 MiB /execute of
-// "echo a a a …" (500,000 words once split) 29 MiB, and 60 of either at
-// once took 1.2–1.5 GB. So at most maxBigDecodes requests decode (and, for
-// /execute, split) a body larger than BigBody at once; the others wait for
-// a turn, for as long as their client stays. Smaller bodies never wait.
-// The turns are shared by every server of the process (EnterDecode).
-const (
-	BigBody       = 64 << 10
-	maxBigDecodes = 4
-)
-
-// decodeGate is the semaphore of the large-body decodes.
-type decodeGate chan struct{}
-
-func newDecodeGate() decodeGate { return make(decodeGate, maxBigDecodes) }
-
-// ErrClientGone is the error of a request whose client left while it
-// waited for a turn.
-var ErrClientGone = errors.New("the client left while the request waited for a decode turn")
-
-// enter waits for a turn when size is over BigBody and returns the
-// function that gives the turn back (a no-op for a small body). It fails
-// only when ctx ends first.
-func (g decodeGate) enter(ctx context.Context, size int) (leave func(), err error) {
-	if size <= BigBody || g == nil {
-		return func() {}, nil
-	}
-	select {
-	case g <- struct{}{}:
-		return func() { <-g }, nil
-	case <-ctx.Done():
-		return nil, ErrClientGone
-	}
+// DecodeTurns hands out the turns of large body decodes: a body over its
+// threshold waits for a turn before it is parsed (for /execute, split),
+// because decoding it costs a multiple of its size. The rule and its
+// numbers are the owner's (runtime.Manager.EnterDecode, the ClassDecode
+// row of runtime's admission table); httpx only carries them to the
+// decoders.
+type DecodeTurns interface {
+	EnterDecode(ctx context.Context, size int) (leave func(), err error)
 }
 
-// bigDecodes is the turn of the large-body decodes of every server.
-var bigDecodes = newDecodeGate()
+type decodeTurnsKey struct{}
 
-// EnterDecode waits for a decode turn when size is over BigBody (a body
-// about to be parsed, or a command about to be split) and returns the
-// function that gives it back (a no-op for a small body). It fails with
-// ErrClientGone only when ctx ends first.
+// WithDecodeTurns returns ctx carrying t, the turns EnterDecode takes: the
+// server puts its Manager's in every request's context, so that the turns
+// are those of the Manager the request is for, shared by every server of
+// that Manager and by no other.
+func WithDecodeTurns(ctx context.Context, t DecodeTurns) context.Context {
+	return context.WithValue(ctx, decodeTurnsKey{}, t)
+}
+
+// EnterDecode takes a decode turn for a body of size bytes from the
+// DecodeTurns ctx carries (WithDecodeTurns) and returns the function that
+// gives it back. A context without turns (a request built by hand, not
+// served) waits for none: leave is then a no-op. Errors are the turns' (the
+// client left while it waited).
 func EnterDecode(ctx context.Context, size int) (leave func(), err error) {
-	return bigDecodes.enter(ctx, size)
+	t, _ := ctx.Value(decodeTurnsKey{}).(DecodeTurns)
+	if t == nil {
+		return func() {}, nil
+	}
+	return t.EnterDecode(ctx, size)
 }

@@ -2,10 +2,10 @@ package httpx
 
 import (
 	"context"
+	"errors"
 	"net/http/httptest"
 	"strings"
 	"testing"
-	"time"
 )
 
 // TestBodyReadGrowsAsBytesArrive: a body that announces 1 MiB and sends 12
@@ -28,48 +28,45 @@ func TestBodyReadGrowsAsBytesArrive(t *testing.T) {
 	}
 }
 
-// TestDecodeGate: at most maxBigDecodes bodies over BigBody hold a turn;
-// the next waits until one is given back or its context ends; small bodies
-// never wait.
-func TestDecodeGate(t *testing.T) {
-	g := newDecodeGate()
-	ctx := context.Background()
-	var leaves []func()
-	for range maxBigDecodes {
-		leave, err := g.enter(ctx, BigBody+1)
-		if err != nil {
-			t.Fatal(err)
+// turnsFunc is a DecodeTurns of a test.
+type turnsFunc func(ctx context.Context, size int) (func(), error)
+
+func (f turnsFunc) EnterDecode(ctx context.Context, size int) (func(), error) { return f(ctx, size) }
+
+// TestEnterDecodeTakesTheContextsTurns: EnterDecode asks the turns the
+// request's context carries (the server's Manager's), with the body's size,
+// and hands back their leave and their error; a context without turns
+// waits for none. Before, every server of the process shared one
+// package-level gate.
+func TestEnterDecodeTakesTheContextsTurns(t *testing.T) {
+	var asked []int
+	left := 0
+	gone := errors.New("gone")
+	turns := turnsFunc(func(ctx context.Context, size int) (func(), error) {
+		asked = append(asked, size)
+		if size > 10 {
+			return nil, gone
 		}
-		leaves = append(leaves, leave)
-	}
-	small, err := g.enter(ctx, BigBody)
+		return func() { left++ }, nil
+	})
+	ctx := WithDecodeTurns(context.Background(), turns)
+	leave, err := EnterDecode(ctx, 7)
 	if err != nil {
-		t.Fatalf("a body of %d bytes waited: %v", BigBody, err)
-	}
-	small()
-	tctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
-	defer cancel()
-	if _, err := g.enter(tctx, BigBody+1); err == nil {
-		t.Fatalf("a %d-th large decode got a turn", maxBigDecodes+1)
-	}
-	got := make(chan error, 1)
-	go func() {
-		leave, err := g.enter(ctx, 1<<20)
-		if err == nil {
-			leave()
-		}
-		got <- err
-	}()
-	select {
-	case err := <-got:
-		t.Fatalf("entered while the gate was full: %v", err)
-	case <-time.After(20 * time.Millisecond):
-	}
-	leaves[0]()
-	if err := <-got; err != nil {
 		t.Fatal(err)
 	}
-	for _, l := range leaves[1:] {
-		l()
+	leave()
+	if _, err := EnterDecode(ctx, 11); err != gone {
+		t.Fatalf("the turns' error: %v; want theirs", err)
+	}
+	if len(asked) != 2 || asked[0] != 7 || asked[1] != 11 || left != 1 {
+		t.Fatalf("asked %v, left %d; want [7 11], 1", asked, left)
+	}
+	leave, err = EnterDecode(context.Background(), 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leave()
+	if len(asked) != 2 {
+		t.Fatalf("a context without turns reached another's: asked %v", asked)
 	}
 }

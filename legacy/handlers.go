@@ -25,9 +25,6 @@ type Handlers struct {
 	m    *runtime.Manager
 	opts Options
 	log  *zap.Logger
-	// execSlots is taken by a large /execute before it splits its command
-	// (legacyExecute): as many places as Execute's own slots.
-	execSlots chan struct{}
 }
 
 // New returns the legacy handlers of m.
@@ -38,8 +35,7 @@ func New(m *runtime.Manager, opts Options) *Handlers {
 	if opts.HeartbeatInterval <= 0 {
 		opts.HeartbeatInterval = 10 * time.Second
 	}
-	return &Handlers{m: m, opts: opts, log: opts.Logger.Named("legacy"),
-		execSlots: make(chan struct{}, max(1, m.Config().MaxExecutions))}
+	return &Handlers{m: m, opts: opts, log: opts.Logger.Named("legacy")}
 }
 
 // Feature is the /v1/info feature of the legacy routes, for

@@ -1,6 +1,7 @@
 package legacy
 
 import (
+	"context"
 	"io"
 	"net/http"
 	"os"
@@ -13,7 +14,7 @@ import (
 	"github.com/sandbox-runtime/sandbox-runtime/runtime"
 )
 
-// TestLegacyExecuteLargeCommand: a command over httpx.BigBody, split again once
+// TestLegacyExecuteLargeCommand: a command over runtime.LargeBody, split again once
 // it has an execution slot, runs exactly as a small one would, also when
 // it had to wait for the only slot.
 func TestLegacyExecuteLargeCommand(t *testing.T) {
@@ -53,12 +54,14 @@ func TestLegacyExecuteLargeCommand(t *testing.T) {
 	if code != 200 || out.ExitCode != 1 || !strings.Contains(out.Stderr, "Failed to execute command: ") {
 		t.Errorf("large unsplittable command: %d %+v", code, out)
 	}
-	select {
-	case ts.Legacy.execSlots <- struct{}{}:
-		<-ts.Legacy.execSlots
-	default:
-		t.Errorf("an execution place was not given back")
+	// The only place is free again (given back once each answer was out).
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	slot, err := ts.M.AdmitExecution(ctx)
+	if err != nil {
+		t.Fatalf("an execution place was not given back: %v", err)
 	}
+	slot.Release()
 }
 
 // TestLegacyExecuteSpawnFailureCounted: a legacy /execute whose program

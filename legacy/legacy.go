@@ -22,6 +22,7 @@ package legacy
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -126,104 +127,121 @@ func execFailed(reason string) legacyExecResponse {
 // whitespace is valid JSON). Legacy clients retry on 5xx and on a read
 // timeout before the headers, which would run the command twice.
 //
-// At most MaxExecutions calls run at once (runtime.Manager.Execute): a call
-// beyond that gets the same 200 and heartbeats while it waits for a slot,
-// and runs when one frees; its timeout starts then. A call whose client
-// leaves while it waits never runs. The answer is encoded as it is written
-// (writeLegacyExecAnswer).
+// Its steps: readExecute (the body, parsed and split in a decode turn),
+// runExecution (the execution place, then the run) in a goroutine of its
+// own, and answerExecution (heartbeats, then the answer).
+//
+// At most MaxExecutions calls run at once (runtime's ClassExecution, the one
+// count of executions): a call beyond that gets the same 200 and heartbeats
+// while it waits for a place, and runs when one frees; its timeout starts
+// then. A call whose client leaves while it waits never runs. The answer is
+// encoded as it is written (writeLegacyExecAnswer).
 func (s *Handlers) legacyExecute(w http.ResponseWriter, r *http.Request) {
+	cmd, ok := s.readExecute(w, r)
+	if !ok {
+		return
+	}
+	timeout, seconds := s.legacyTimeout(r)
+	done := make(chan execOutcome, 1) // buffered: the runner never waits for a gone client
+	go s.runExecution(r.Context(), cmd, timeout, done)
+	s.answerExecution(w, r, seconds, done)
+}
+
+// pendingExec is a valid /execute command waiting for its place: its argv,
+// or, for a command over runtime.LargeBody, the command alone (argv nil),
+// split again once it has a place.
+type pendingExec struct {
+	argv    []string
+	command string
+}
+
+// execOutcome is what runExecution hands the answer.
+type execOutcome struct {
+	res  runtime.ExecResult // holds the execution place until released
+	argv []string
+	err  error
+}
+
+// readExecute reads, parses and splits the body of /execute; false means it
+// answered (a refusal, or a command that does not split) or the client
+// left. A large body is parsed and split in its decode turn
+// (Manager.EnterDecode).
+func (s *Handlers) readExecute(w http.ResponseWriter, r *http.Request) (pendingExec, bool) {
 	body, err := readLegacyBody(w, r)
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
 			legacyDetail(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("Request body is over %d bytes", httpx.MaxJSONBody))
-			return
+			return pendingExec{}, false
 		}
 		legacyDetail(w, http.StatusBadRequest, legacyParseError)
-		return
+		return pendingExec{}, false
 	}
-	// A large body is parsed and split in its decode turn (httpx.EnterDecode).
-	leave, err := httpx.EnterDecode(r.Context(), len(body))
+	leave, err := s.m.EnterDecode(r.Context(), len(body))
 	if err != nil {
-		return // the client left
+		return pendingExec{}, false // the client left
 	}
 	command, fail := parseExecuteBody(r.Header.Get("Content-Type"), body)
 	body = nil
 	if fail != nil {
-		leave()
+		leave() // before the answer: a slow reader must not hold the turn
 		legacyDetail(w, fail.status, fail.detail)
-		return
+		return pendingExec{}, false
 	}
-	timeout, seconds := s.legacyTimeout(r)
 	argv, failed := splitCommand(command)
 	if failed != "" {
 		leave()
 		writeJSON(w, http.StatusOK, execFailed(failed))
+		return pendingExec{}, false
+	}
+	defer leave()
+	if len(command) > runtime.LargeBody {
+		// The words of a large command cost many times its size (16 bytes a
+		// word and more): a call that waits for an execution place keeps the
+		// command only (a copy of its own, holding nothing of the body or
+		// the parser), and splits it again once it has a place.
+		return pendingExec{command: strings.Clone(command)}, true
+	}
+	return pendingExec{argv: argv}, true
+}
+
+// runExecution waits for the execution place and runs the command in it,
+// and sends the outcome to done. A large command (argv nil) waits for its
+// place with the command string only, then is split in a decode turn, so
+// that no call waits holding its words.
+func (s *Handlers) runExecution(ctx context.Context, cmd pendingExec, timeout time.Duration, done chan<- execOutcome) {
+	defer func() {
+		if p := recover(); p != nil {
+			s.log.Error("legacy execute panic", zap.Any("panic", p), zap.Stack("stack"))
+			done <- execOutcome{err: fmt.Errorf("internal error: %v", p)}
+		}
+	}()
+	if cmd.argv != nil {
+		res, err := s.m.Execute(ctx, cmd.argv, timeout)
+		done <- execOutcome{res: res, argv: cmd.argv, err: err}
 		return
 	}
-	if len(command) > httpx.BigBody {
-		// The words of a large command cost many times its size (16 bytes a
-		// word and more): a call that waits for an execution slot keeps the
-		// command only (a copy of its own, holding nothing of the body or
-		// the parser), and splits it again once it has a slot.
-		argv, command = nil, strings.Clone(command)
-	} else {
-		command = ""
+	slot, err := s.m.AdmitExecution(ctx)
+	if err != nil {
+		done <- execOutcome{err: err}
+		return
 	}
+	leave, err := s.m.EnterDecode(ctx, len(cmd.command))
+	if err != nil {
+		slot.Release()
+		done <- execOutcome{err: ctx.Err()}
+		return
+	}
+	argv, _ := splitCommand(cmd.command) // it split once already
+	cmd.command = ""
 	leave()
+	res, err := s.m.ExecuteIn(slot, argv, timeout)
+	done <- execOutcome{res: res, argv: argv, err: err}
+}
 
-	type outcome struct {
-		res  runtime.ExecResult
-		argv []string
-		err  error
-		slot bool // an execSlots place to give back after res
-	}
-	release := func(o *outcome) {
-		o.res.Release()
-		if o.slot {
-			<-s.execSlots
-		}
-	}
-	done := make(chan outcome, 1) // buffered: the runner never waits for a gone client
-	go func() {
-		defer func() {
-			if p := recover(); p != nil {
-				s.log.Error("legacy execute panic", zap.Any("panic", p), zap.Stack("stack"))
-				done <- outcome{err: fmt.Errorf("internal error: %v", p)}
-			}
-		}()
-		if argv == nil {
-			// Wait for a place in execSlots, as many as Execute's own slots
-			// and given back only after them, so that Execute never waits
-			// with the words; then split in a decode turn.
-			select {
-			case s.execSlots <- struct{}{}:
-			case <-r.Context().Done():
-				done <- outcome{err: r.Context().Err()}
-				return
-			}
-			leave, err := httpx.EnterDecode(r.Context(), len(command))
-			if err != nil {
-				<-s.execSlots
-				done <- outcome{err: r.Context().Err()}
-				return
-			}
-			argv, _ = splitCommand(command)
-			command = ""
-			leave()
-			res, err := s.m.Execute(r.Context(), argv, timeout)
-			if err != nil {
-				<-s.execSlots
-				done <- outcome{res: res, argv: argv, err: err}
-				return
-			}
-			done <- outcome{res: res, argv: argv, slot: true}
-			return
-		}
-		res, err := s.m.Execute(r.Context(), argv, timeout)
-		done <- outcome{res: res, argv: argv, err: err}
-	}()
-
+// answerExecution sends the 200 and a heartbeat space every
+// HeartbeatInterval until the outcome comes, then the answer.
+func (s *Handlers) answerExecution(w http.ResponseWriter, r *http.Request, seconds float64, done <-chan execOutcome) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(w)
@@ -233,10 +251,10 @@ func (s *Handlers) legacyExecute(w http.ResponseWriter, r *http.Request) {
 	for {
 		select {
 		case o := <-done:
-			// The answer is encoded as it is written; the execution slot is
+			// The answer is encoded as it is written; the execution place is
 			// held until it is out (or the client is cut for not reading).
 			err := writeLegacyExecAnswer(newDeadlineWriter(w, rc), o.argv, seconds, &o.res, o.err)
-			release(&o)
+			o.res.Release()
 			if err == nil {
 				rc.SetWriteDeadline(time.Time{}) // the connection may serve another request
 			}
@@ -246,11 +264,11 @@ func (s *Handlers) legacyExecute(w http.ResponseWriter, r *http.Request) {
 			rc.Flush()
 		case <-r.Context().Done():
 			// The command goes on (a disconnect never cancels one that has
-			// started; a call still waiting for a slot never runs); its
-			// result is dropped and its slot given back.
+			// started; a call still waiting for a place never runs); its
+			// result is dropped and its place given back.
 			go func() {
 				o := <-done
-				release(&o)
+				o.res.Release()
 			}()
 			return
 		}
@@ -378,22 +396,21 @@ func legacyIsJSON(contentType string) bool {
 // path its filename names, relative to the base dir. Like the Python server,
 // the whole body is read before anything is decided (the last "file" part
 // wins), but parts are streamed to a temporary file, never held in memory.
+//
+// Its steps: the media type, the base dir opened once (everything happens
+// relative to it: the temporary file lives at its top, the target is
+// reached through it), the parts (upload.readParts), then the target
+// (upload.place).
 func (s *Handlers) legacyUpload(w http.ResponseWriter, r *http.Request) {
-	missing := func() {
-		f := validationFailure("field required", "value_error.missing", "body", "file")
-		legacyDetail(w, f.status, f.detail)
-	}
 	mt, params, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	if err != nil || mt != "multipart/form-data" {
-		missing() // Starlette finds no form fields in other bodies
+		uploadMissing(w) // Starlette finds no form fields in other bodies
 		return
 	}
 	if params["boundary"] == "" {
 		legacyDetail(w, http.StatusBadRequest, legacyParseError)
 		return
 	}
-	// Everything happens relative to the base dir opened once: the
-	// temporary file lives at its top, the target is reached through it.
 	base := pycompat.RealBase(s.opts.BaseDir)
 	root, err := os.OpenRoot(base)
 	if err != nil {
@@ -401,92 +418,128 @@ func (s *Handlers) legacyUpload(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer root.Close()
-	var tmp string // the temporary file (relative to root) holding the last "file" part
-	defer func() {
-		if tmp != "" {
-			root.Remove(tmp)
-		}
-	}()
-	var filename string
-	seen, isFile := false, false
-	mr := multipart.NewReader(r.Body, params["boundary"])
+	u := &upload{root: root, base: base}
+	defer u.discard()
+	if !u.readParts(w, multipart.NewReader(r.Body, params["boundary"])) {
+		return
+	}
+	switch {
+	case !u.seen:
+		uploadMissing(w)
+	case !u.isFile:
+		f := validationFailure("Expected UploadFile, received: <class 'str'>", "value_error", "body", "file")
+		legacyDetail(w, f.status, f.detail)
+	default:
+		u.place(w)
+	}
+}
+
+// uploadMissing is the answer to an /upload without a "file" field.
+func uploadMissing(w http.ResponseWriter) {
+	f := validationFailure("field required", "value_error.missing", "body", "file")
+	legacyDetail(w, f.status, f.detail)
+}
+
+// upload is an /upload in progress, relative to the base dir opened once.
+type upload struct {
+	root     *os.Root
+	base     string // the base dir's real path, for messages
+	tmp      string // the temporary file (relative to root) holding the last "file" part
+	filename string // that part's filename: the target
+	seen     bool   // a field named "file" was sent
+	isFile   bool   // the last one was a file part (not a plain field)
+}
+
+// discard removes the temporary file, if any.
+func (u *upload) discard() {
+	if u.tmp != "" {
+		u.root.Remove(u.tmp)
+		u.tmp = ""
+	}
+}
+
+// readParts reads every part of the body: a "file" part with a filename
+// is streamed to a new temporary file (replacing an earlier one), any
+// other part is read and dropped. false means it answered.
+func (u *upload) readParts(w http.ResponseWriter, mr *multipart.Reader) bool {
 	for {
 		part, err := mr.NextRawPart()
 		if err == io.EOF {
-			break
+			return true
 		}
 		if err != nil {
 			legacyDetail(w, http.StatusBadRequest, legacyParseError)
-			return
+			return false
 		}
 		name, fname, hasName, hasFilename := pycompat.PartDisposition(part.Header.Get("Content-Disposition"))
 		if !hasName {
 			legacyDetail(w, http.StatusBadRequest, legacyParseError)
-			return
+			return false
 		}
 		if name != "file" || !hasFilename {
 			if _, err := io.Copy(io.Discard, part); err != nil {
 				legacyDetail(w, http.StatusBadRequest, legacyParseError)
-				return
+				return false
 			}
 			if name == "file" { // a plain field named file replaces any earlier file
-				seen, isFile = true, false
+				u.seen, u.isFile = true, false
 			}
 			continue
 		}
-		if tmp != "" {
-			root.Remove(tmp)
-			tmp = ""
+		if !u.readFile(w, part) {
+			return false
 		}
-		f, path, err := createUploadTemp(root)
-		if err != nil {
-			legacyMessage(w, http.StatusInternalServerError, "File upload failed: "+pycompat.OSErrorText(absPathError(err, base)))
-			return
-		}
-		tmp = path
-		readErr, writeErr := fsroot.Copy(f, part)
-		if cerr := f.Close(); writeErr == nil {
-			writeErr = cerr
-		}
-		if readErr != nil {
-			legacyDetail(w, http.StatusBadRequest, legacyParseError)
-			return
-		}
-		if writeErr != nil {
-			legacyMessage(w, http.StatusInternalServerError, "File upload failed: "+pycompat.OSErrorText(writeErr))
-			return
-		}
-		seen, isFile, filename = true, true, fname
+		u.seen, u.isFile, u.filename = true, true, fname
 	}
-	switch {
-	case !seen:
-		missing()
-		return
-	case !isFile:
-		f := validationFailure("Expected UploadFile, received: <class 'str'>", "value_error", "body", "file")
-		legacyDetail(w, f.status, f.detail)
-		return
-	}
+}
 
-	full, err := pycompat.ResolveUnder(base, filename)
+// readFile streams a file part to a new temporary file, which replaces
+// the previous one. false means it answered.
+func (u *upload) readFile(w http.ResponseWriter, part io.Reader) bool {
+	u.discard()
+	f, path, err := createUploadTemp(u.root)
+	if err != nil {
+		legacyMessage(w, http.StatusInternalServerError, "File upload failed: "+pycompat.OSErrorText(absPathError(err, u.base)))
+		return false
+	}
+	u.tmp = path
+	readErr, writeErr := fsroot.Copy(f, part)
+	if cerr := f.Close(); writeErr == nil {
+		writeErr = cerr
+	}
+	if readErr != nil {
+		legacyDetail(w, http.StatusBadRequest, legacyParseError)
+		return false
+	}
+	if writeErr != nil {
+		legacyMessage(w, http.StatusInternalServerError, "File upload failed: "+pycompat.OSErrorText(writeErr))
+		return false
+	}
+	return true
+}
+
+// place moves the upload to the path its filename names (parents
+// created), and answers.
+func (u *upload) place(w http.ResponseWriter) {
+	full, err := pycompat.ResolveUnder(u.base, u.filename)
 	if err != nil {
 		legacyMessage(w, http.StatusForbidden, "Access denied")
 		return
 	}
-	rel := pycompat.RelOf(base, full)
+	rel := pycompat.RelOf(u.base, full)
 	if rel != "" { // the base dir itself exists; writing it fails below
 		dir, _ := pycompat.Split(rel)
-		if _, err := fsroot.MkdirAll(root, dir, 0o777); err != nil {
-			legacyMessage(w, http.StatusInternalServerError, "File upload failed: "+pycompat.OSErrorText(absPathError(err, base)))
+		if _, err := fsroot.MkdirAll(u.root, dir, 0o777); err != nil {
+			legacyMessage(w, http.StatusInternalServerError, "File upload failed: "+pycompat.OSErrorText(absPathError(err, u.base)))
 			return
 		}
 	}
-	if err := placeUpload(root, tmp, rel, full); err != nil {
+	if err := placeUpload(u.root, u.tmp, rel, full); err != nil {
 		legacyMessage(w, http.StatusInternalServerError, "File upload failed: "+pycompat.OSErrorText(err))
 		return
 	}
-	tmp = "" // moved (or copied and removed)
-	legacyMessage(w, http.StatusOK, "File '"+filename+"' uploaded successfully.")
+	u.tmp = "" // moved (or copied and removed)
+	legacyMessage(w, http.StatusOK, "File '"+u.filename+"' uploaded successfully.")
 }
 
 // createUploadTemp creates an empty file at the top of root with mode 0666

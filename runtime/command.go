@@ -43,6 +43,7 @@ type Command struct {
 	startedCh chan struct{}
 	startErr  error
 	proc      *procgroup.Process
+	running   func() // gives back its ClassCommand place (admission.go); set at creation
 
 	endCh chan struct{} // closed when an early end is first requested (see requestEnd)
 	done  chan struct{} // closed after the final state is set and the ring closed

@@ -50,7 +50,7 @@ func (nopObserver) LegacyExecuted()              {}
 // with an empty environment). A DefaultTimeout above MaxTimeout is lowered
 // to it. Validate reports values that make no sense.
 type Config struct {
-	MaxRunning     int           // running commands at once (SANDBOX_MAX_RUNNING)
+	MaxRunning     int           // running commands at once (SANDBOX_MAX_RUNNING; ClassCommand of admission.go)
 	MaxRetained    int           // handles retained, running + finished (SANDBOX_MAX_RETAINED)
 	OutputLimit    int           // ring bytes per command (SANDBOX_OUTPUT_LIMIT_BYTES)
 	OutputRecords  int           // ring records per command
@@ -65,8 +65,9 @@ type Config struct {
 
 	// LegacyOutputLimit caps each stream of a legacy /execute (SANDBOX_EXECUTE_OUTPUT_LIMIT_BYTES).
 	LegacyOutputLimit int
-	// MaxExecutions is how many legacy /execute calls run (or have their
-	// answer written) at once; further calls wait (SANDBOX_MAX_EXECUTIONS).
+	// MaxExecutions is how many legacy /execute calls (Manager.Execute)
+	// run, or have their answer written, at once; further calls wait
+	// (SANDBOX_MAX_EXECUTIONS; ClassExecution of admission.go).
 	MaxExecutions int
 
 	Clock    Clock       // nil: the system clock

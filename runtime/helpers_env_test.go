@@ -52,6 +52,7 @@ func markedProcs(mark string) []int {
 			out = append(out, pid)
 		}
 	}
+	slices.Sort(out) // ReadDir sorts names as strings: "1004" before "998"
 	return out
 }
 

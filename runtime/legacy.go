@@ -100,31 +100,46 @@ const (
 // handle and does not count against the limits of managed commands, but it
 // shares the process group, reaping and shutdown machinery.
 //
-// At most Config.MaxExecutions executions are in flight at once, from the
-// start until the caller releases the result: a call beyond that waits for
-// a slot, without a timeout, until ctx is done (then ctx.Err() is returned
-// and nothing ran) or shutdown begins. Once the process has started, ctx no
-// longer matters: a disconnecting client does not end it. On success the
-// caller must call ExecResult.Release. Errors: ctx.Err(), ErrShuttingDown,
-// ErrInvalid (empty argv), or an error wrapping ErrSpawnFailed or
-// ErrResourceExhausted (as Create's, spawnError) that StartFailureOf explains.
+// Execute is AdmitExecution then ExecuteIn: at most Config.MaxExecutions
+// executions are in flight at once (ClassExecution, admission.go), from
+// the admission until the caller releases the result; a call beyond that
+// waits for a place, without a timeout, until ctx is done (then ctx.Err()
+// is returned and nothing ran) or shutdown begins. Once the process has
+// started, ctx no longer matters: a disconnecting client does not end it.
+// On success the caller must call ExecResult.Release. Errors: ctx.Err(),
+// ErrShuttingDown, ErrInvalid (empty argv), or an error wrapping
+// ErrSpawnFailed or ErrResourceExhausted (as Create's, spawnError) that
+// StartFailureOf explains.
 func (m *Manager) Execute(ctx context.Context, argv []string, timeout time.Duration) (ExecResult, error) {
 	if len(argv) == 0 {
+		return ExecResult{}, invalidf("argv must not be empty")
+	}
+	slot, err := m.AdmitExecution(ctx)
+	if err != nil {
+		return ExecResult{}, err
+	}
+	return m.ExecuteIn(slot, argv, timeout)
+}
+
+// ExecuteIn is Execute in the place slot holds, which it takes over: the
+// place is given back on an error, else by the result's Release. A used or
+// released slot is ErrInvalid.
+func (m *Manager) ExecuteIn(slot *ExecSlot, argv []string, timeout time.Duration) (ExecResult, error) {
+	if slot == nil || slot.release == nil {
+		return ExecResult{}, invalidf("the execution slot is released or used")
+	}
+	giveBack := slot.release
+	slot.release = nil
+	if len(argv) == 0 {
+		giveBack()
 		return ExecResult{}, invalidf("argv must not be empty")
 	}
 	if timeout <= 0 || timeout > m.cfg.MaxTimeout {
 		timeout = m.cfg.MaxTimeout
 	}
-	select {
-	case m.execSlots <- struct{}{}:
-	case <-ctx.Done():
-		return ExecResult{}, ctx.Err()
-	case <-m.shutdownCh:
-		return ExecResult{}, errorf(ErrShuttingDown, "the runtime is shutting down")
-	}
 	res, err := m.execute(argv, timeout)
 	if err != nil {
-		<-m.execSlots
+		giveBack()
 		return ExecResult{}, err
 	}
 	var once sync.Once
@@ -133,7 +148,7 @@ func (m *Manager) Execute(ctx context.Context, argv []string, timeout time.Durat
 		once.Do(func() {
 			out.recycle()
 			errOut.recycle()
-			<-m.execSlots
+			giveBack()
 		})
 	}
 	return res, nil

@@ -33,12 +33,11 @@ type Manager struct {
 	stopJanitor chan struct{}
 	janitorDone chan struct{}
 	wg          sync.WaitGroup // owner goroutines and legacy runs
-	execSlots   chan struct{}  // one token per legacy execution in flight (cfg.MaxExecutions)
+	adm         *admission     // the places of every class of work (admission.go)
 
 	mu        sync.Mutex // guards the fields below
 	cmds      map[string]*Command
 	order     []*Command // retained commands (starting ones included), oldest first
-	running   int        // starting + running commands
 	tombs     map[string]GoneReason
 	tombOrder []string // tombstone ids, oldest first (bounded by cfg.Tombstones)
 	closing   bool
@@ -62,10 +61,10 @@ func New(cfg Config, reaper *procgroup.Reaper) (*Manager, error) {
 		killNow:     make(chan struct{}),
 		stopJanitor: make(chan struct{}),
 		janitorDone: make(chan struct{}),
-		execSlots:   make(chan struct{}, cfg.MaxExecutions),
 		cmds:        map[string]*Command{},
 		tombs:       map[string]GoneReason{},
 	}
+	m.adm = newAdmission(cfg, m.shutdownCh)
 	go m.janitor()
 	return m, nil
 }
@@ -137,9 +136,11 @@ func (m *Manager) Create(r CreateRequest) (Status, bool, error) {
 	} else {
 		id = uuid.NewString()
 	}
-	if running := m.running; running >= m.cfg.MaxRunning {
+	// Under m.mu: ClassCommand refuses at once when full, never waits.
+	running, err := m.adm.admit(context.Background(), ClassCommand, 0)
+	if err != nil {
 		m.mu.Unlock()
-		return Status{}, false, errorf(ErrTooManyRunning, "%d managed commands are running (limit %d)", running, m.cfg.MaxRunning)
+		return Status{}, false, err
 	}
 	now := m.cfg.Clock.Now()
 	c := &Command{
@@ -155,10 +156,10 @@ func (m *Manager) Create(r CreateRequest) (Status, bool, error) {
 		createdAt: now,
 		stdin:     stdinQueue{enabled: s.stdin, closed: !s.stdin, wake: make(chan struct{}, 1), room: make(chan struct{})},
 		term:      newTerminal(s),
+		running:   running,
 	}
 	m.cmds[id] = c
 	m.order = append(m.order, c)
-	m.running++
 	m.wg.Add(1)
 	m.mu.Unlock()
 
@@ -175,8 +176,8 @@ func (m *Manager) Create(r CreateRequest) (Status, bool, error) {
 		c.startErr = spawnError(err)
 		m.mu.Lock()
 		m.removeLocked(c)
-		m.running--
 		m.mu.Unlock()
+		running()
 		m.wg.Done()
 		close(c.startedCh)
 		m.obs.SpawnFailed(SpawnClassOf(err)) // a 503 resource_exhausted too: class resources
@@ -256,9 +257,7 @@ func (m *Manager) removeLocked(c *Command) {
 
 // finished is called by a command's owner once it is final.
 func (m *Manager) finished(c *Command, s State, truncated bool) {
-	m.mu.Lock()
-	m.running--
-	m.mu.Unlock()
+	c.running() // its ClassCommand place
 	m.obs.CommandFinished(s, truncated)
 }
 
@@ -319,9 +318,10 @@ func (m *Manager) OrphansReaped() uint64 { return m.reaper.OrphansReaped() }
 
 // Counts returns the number of running (including starting) and retained handles.
 func (m *Manager) Counts() (running, retained int) {
+	running = m.adm.held(ClassCommand)
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.running, len(m.cmds)
+	return running, len(m.cmds)
 }
 
 // ShuttingDown is closed when Shutdown begins; streams use it to end early.
