@@ -519,7 +519,7 @@ func (a *attachment) readLoop() {
 // Client frames: the wire request of the route each stands for, with the
 // frame's type. Each is decoded strictly (decodeFrame) and mapped as its
 // route's body is (requests.go); wire.ClientFrame, the one type a client
-// sends them with, has exactly their fields (TestWireRequestFieldsAreMapped).
+// sends them with, has exactly their fields (TestWireRequestsMatchTheSpec).
 type (
 	frameType struct {
 		Type string `json:"type"`

@@ -89,7 +89,7 @@ func (s *Server) createCommand(w http.ResponseWriter, r *http.Request) {
 	}
 	var b wire.CreateRequest
 	// A large body's decode turn is held until the command has started: the
-	// envs are copied twice more on the way (the request, the environment).
+	// envs are copied twice more on the way (the runtime's spec, the environment).
 	leave, m, err := decodeJSONTurn(r, &b, false)
 	if err != nil {
 		leave()
