@@ -18,6 +18,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/sandbox-runtime/sandbox-runtime/runtime"
+	"github.com/sandbox-runtime/sandbox-runtime/wire"
 )
 
 // GET /v1/commands/{id}/attach (protocol.md §3, §4): the event stream of
@@ -515,18 +516,25 @@ func (a *attachment) readLoop() {
 	}
 }
 
-// Client frames. Each is decoded strictly: unknown fields are refused.
+// Client frames: the wire request of the route each stands for, with the
+// frame's type. Each is decoded strictly (decodeFrame) and mapped as its
+// route's body is (requests.go); wire.ClientFrame, the one type a client
+// sends them with, has exactly their fields (TestWireRequestsMatchTheSpec).
 type (
 	frameType struct {
 		Type string `json:"type"`
 	}
 	stdinFrame struct {
 		Type string `json:"type"`
-		stdinBody
+		wire.StdinRequest
 	}
 	signalFrame struct {
-		Type   string          `json:"type"`
-		Signal json.RawMessage `json:"signal"`
+		Type string `json:"type"`
+		wire.SignalRequest
+	}
+	resizeFrame struct {
+		Type string `json:"type"`
+		wire.ResizeRequest
 	}
 )
 
@@ -544,30 +552,31 @@ func (a *attachment) apply(data []byte) error {
 	switch t.Type {
 	case "stdin":
 		var f stdinFrame
-		if err := decodeFrame(data, &f); err != nil {
+		if _, err := decodeFrame(data, &f); err != nil {
 			return err
 		}
-		b, err := decodeStdin(f.stdinBody)
+		b, eof, err := stdinOf(f.StdinRequest)
 		if err != nil {
 			return err
 		}
 		// A full queue is waited out by the feeder, not refused: nothing
 		// typed or piped is lost (the HTTP route answers 429 with
 		// Retry-After instead).
-		return a.feed.put(stdinJob{data: b, eof: f.EOF}, a.stop)
+		return a.feed.put(stdinJob{data: b, eof: eof}, a.stop)
 	case "signal":
 		var f signalFrame
-		if err := decodeFrame(data, &f); err != nil {
+		m, err := decodeFrame(data, &f)
+		if err != nil {
 			return err
 		}
-		sig, err := parseSignalValue(f.Signal)
+		sig, err := signalOf(f.SignalRequest, m)
 		if err != nil {
 			return err
 		}
 		_, err = a.c.Signal(sig)
 		return err
 	case "kill":
-		if err := decodeFrame(data, &frameType{}); err != nil {
+		if _, err := decodeFrame(data, &frameType{}); err != nil {
 			return err
 		}
 		// Start the kill without waiting for it: with a context that is
@@ -586,21 +595,14 @@ func (a *attachment) apply(data []byte) error {
 }
 
 // decodeFrame decodes exactly one JSON object into v as strictly as a
-// request body (checkKeys): unknown, case-variant and repeated keys are
-// refused.
-func decodeFrame(data []byte, v any) error {
-	if err := checkKeys(data, v); err != nil {
-		return err
+// request body (decodeStrict): unknown, case-variant and repeated keys are
+// refused. It returns the members the frame gave.
+func decodeFrame(data []byte, v any) (members, error) {
+	m, err := decodeStrict(data, v)
+	if err != nil {
+		return m, badRequest(frameMessage(err.Error()))
 	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return badRequest(frameMessage(describeJSONError(err, v)))
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return badRequest("the frame holds more than one JSON value")
-	}
-	return nil
+	return m, nil
 }
 
 // frameMessage is a decode message of describeJSONError, which speaks of a

@@ -1,13 +1,8 @@
 package api
 
 import (
-	"encoding/base64"
-	"encoding/json"
-	"math"
 	"net/http"
 	"strconv"
-	"strings"
-	"syscall"
 	"time"
 
 	"github.com/sandbox-runtime/sandbox-runtime/runtime"
@@ -84,42 +79,6 @@ func (s *Server) isolation() infoIsolation {
 	return out
 }
 
-// createBody is the body of POST /v1/commands.
-type createBody struct {
-	Argv      []string           `json:"argv"`
-	Command   *string            `json:"command"`
-	Envs      map[string]*string `json:"envs"` // a null value is refused, not taken as ""
-	Cwd       string             `json:"cwd"`
-	Timeout   *float64           `json:"timeout"`
-	Stdin     bool               `json:"stdin"`
-	CommandID *string            `json:"command_id"` // present but empty is refused, not taken as absent
-	PTY       *ptyBody           `json:"pty"`
-}
-
-// request checks what the JSON decoder cannot and returns the runtime's
-// request: an env value must be a string (null is 400), and a command_id
-// that is given must be a UUID, so "" is 400 rather than "no id".
-func (b *createBody) request() (runtime.CreateRequest, error) {
-	req := runtime.CreateRequest{Argv: b.Argv, Command: b.Command, Cwd: b.Cwd, Timeout: b.Timeout, Stdin: b.Stdin, PTY: b.PTY.request()}
-	if b.Envs != nil {
-		req.Envs = make(map[string]string, len(b.Envs))
-		for k, v := range b.Envs {
-			if v == nil {
-				// Never the name: it may carry a secret ("SECRET=hunter2").
-				return req, badRequest(`every value of field "envs" must be a string; one is null (names and values are not repeated here)`)
-			}
-			req.Envs[k] = *v
-		}
-	}
-	if b.CommandID != nil {
-		if *b.CommandID == "" {
-			return req, badRequest(`command_id must be a UUID (got "")`)
-		}
-		req.CommandID = *b.CommandID
-	}
-	return req, nil
-}
-
 func (s *Server) createCommand(w http.ResponseWriter, r *http.Request) {
 	q := parseQuery(r, "stream", "max_wait")
 	stream := q.boolean("stream", false)
@@ -128,22 +87,22 @@ func (s *Server) createCommand(w http.ResponseWriter, r *http.Request) {
 		fail(w, q.err)
 		return
 	}
-	var b createBody
+	var b wire.CreateRequest
 	// A large body's decode turn is held until the command has started: the
-	// envs are copied twice more on the way (the request, the environment).
-	leave, err := decodeJSONTurn(r, &b, false)
+	// envs are copied twice more on the way (the runtime's spec, the environment).
+	leave, m, err := decodeJSONTurn(r, &b, false)
 	if err != nil {
 		leave()
 		fail(w, err)
 		return
 	}
-	req, err := b.request()
+	req, err := createRequest(&b, m)
 	if err != nil {
 		leave()
 		fail(w, err)
 		return
 	}
-	b = createBody{}
+	b = wire.CreateRequest{}
 	req.RequestID = RequestID(r.Context())
 	st, created, err := s.m.Create(req)
 	req = runtime.CreateRequest{}
@@ -263,36 +222,13 @@ func (s *Server) commandAt(w http.ResponseWriter, r *http.Request, cursor int64)
 	return c, true
 }
 
-// stdinBody is the body of POST /v1/commands/{id}/stdin and of a WebSocket
-// stdin frame (without "type").
-type stdinBody struct {
-	Data     string `json:"data"`
-	Encoding string `json:"encoding"`
-	EOF      bool   `json:"eof"`
-}
-
-// decodeStdin returns the bytes of a stdin body.
-func decodeStdin(b stdinBody) ([]byte, error) {
-	switch b.Encoding {
-	case "", "utf-8", "text":
-		return []byte(b.Data), nil
-	case wire.EncodingBase64:
-		data, err := base64.StdEncoding.DecodeString(b.Data)
-		if err != nil {
-			return nil, badRequest("data is not valid base64: " + err.Error())
-		}
-		return data, nil
-	}
-	return nil, badRequest(`encoding must be "base64", "utf-8" or "text" (or absent: utf-8), not ` + strconv.Quote(b.Encoding))
-}
-
 func (s *Server) writeStdin(w http.ResponseWriter, r *http.Request) {
-	var b stdinBody
-	if err := decodeJSON(r, &b, false); err != nil {
+	var b wire.StdinRequest
+	if _, err := decodeJSON(r, &b, false); err != nil {
 		fail(w, err)
 		return
 	}
-	data, err := decodeStdin(b)
+	data, eof, err := stdinOf(b)
 	if err != nil {
 		fail(w, err)
 		return
@@ -302,7 +238,7 @@ func (s *Server) writeStdin(w http.ResponseWriter, r *http.Request) {
 		fail(w, err)
 		return
 	}
-	n, closed, err := c.WriteStdin(data, b.EOF)
+	n, closed, err := c.WriteStdin(data, eof)
 	if err != nil {
 		fail(w, err)
 		return
@@ -310,41 +246,14 @@ func (s *Server) writeStdin(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusAccepted, map[string]any{"queued_bytes": n, "stdin_closed": closed})
 }
 
-// signalBody is {"signal": "SIGINT" | "INT" | 2}.
-type signalBody struct {
-	Signal json.RawMessage `json:"signal"`
-}
-
-// parseSignalValue accepts a JSON string name or a JSON number.
-func parseSignalValue(raw json.RawMessage) (syscall.Signal, error) {
-	if len(raw) == 0 || string(raw) == "null" {
-		return 0, badRequest(`field "signal" is required`)
-	}
-	var name string
-	if err := json.Unmarshal(raw, &name); err == nil {
-		return runtime.ParseSignal(name)
-	}
-	var n int
-	if err := json.Unmarshal(raw, &n); err == nil {
-		return runtime.SignalNumber(n)
-	}
-	var f float64
-	if err := json.Unmarshal(raw, &f); err == nil {
-		if f == math.Trunc(f) && strings.ContainsAny(string(raw), ".eE") {
-			return 0, badRequest(`field "signal" must be an integer written without a fraction part or exponent, not ` + string(raw))
-		}
-		return 0, badRequest(`field "signal" must be a signal name like "SIGINT" or a whole number, not ` + string(raw))
-	}
-	return 0, badRequest(`field "signal" must be a signal name like "SIGINT" or a number`)
-}
-
 func (s *Server) signalCommand(w http.ResponseWriter, r *http.Request) {
-	var b signalBody
-	if err := decodeJSON(r, &b, false); err != nil {
+	var b wire.SignalRequest
+	m, err := decodeJSON(r, &b, false)
+	if err != nil {
 		fail(w, err)
 		return
 	}
-	sig, err := parseSignalValue(b.Signal)
+	sig, err := signalOf(b, m)
 	if err != nil {
 		fail(w, err)
 		return
@@ -363,7 +272,7 @@ func (s *Server) signalCommand(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) killCommand(w http.ResponseWriter, r *http.Request) {
-	if err := decodeJSON(r, &struct{}{}, true); err != nil {
+	if _, err := decodeJSON(r, &struct{}{}, true); err != nil {
 		fail(w, err)
 		return
 	}

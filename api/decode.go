@@ -10,71 +10,100 @@ import (
 	"net/http"
 	"net/url"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/sandbox-runtime/sandbox-runtime/httpx"
+	"github.com/sandbox-runtime/sandbox-runtime/wire"
 )
 
 // maxJSONBody is the limit on a JSON request body (protocol.md §3: 1 MiB).
 const maxJSONBody = httpx.MaxJSONBody
 
-// decodeJSON decodes the body into v: exactly one JSON value, no unknown
-// fields, at most maxJSONBody bytes, sent with a JSON Content-Type (415
-// otherwise: a browser page cannot send one without a CORS preflight). An
-// empty body decodes as {} when allowEmpty is set, whatever its type.
-func decodeJSON(r *http.Request, v any, allowEmpty bool) error {
-	leave, err := decodeJSONTurn(r, v, allowEmpty)
+// decodeJSON decodes the body into v, a wire request type: exactly one
+// JSON value, no unknown fields, at most maxJSONBody bytes, sent with a
+// JSON Content-Type (415 otherwise: a browser page cannot send one without
+// a CORS preflight). An empty body decodes as {} when allowEmpty is set,
+// whatever its type. The members say what the body gave that v cannot
+// hold (requests.go maps the two to the runtime's request).
+func decodeJSON(r *http.Request, v any, allowEmpty bool) (members, error) {
+	leave, m, err := decodeJSONTurn(r, v, allowEmpty)
 	leave()
-	return err
+	return m, err
 }
 
 // decodeJSONTurn is decodeJSON for a caller that goes on using what a
 // large body decoded into (a create's envs, while the command starts): it
 // returns with the body's decode turn still held, and leave (never nil)
 // gives it back.
-func decodeJSONTurn(r *http.Request, v any, allowEmpty bool) (leave func(), _ error) {
+func decodeJSONTurn(r *http.Request, v any, allowEmpty bool) (leave func(), _ members, _ error) {
 	leave = func() {}
 	data, err := httpx.ReadBody(nil, r, maxJSONBody)
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			return leave, &httpError{kind: errRequestTooLarge, msg: fmt.Sprintf("request body is over %d bytes", maxJSONBody)}
+			return leave, members{}, &httpError{kind: errRequestTooLarge, msg: fmt.Sprintf("request body is over %d bytes", maxJSONBody)}
 		}
-		return leave, badRequest("reading the body: " + err.Error())
+		return leave, members{}, badRequest("reading the body: " + err.Error())
 	}
 	if len(data) > 0 && !isJSONType(r.Header.Get("Content-Type")) {
 		ct := r.Header.Get("Content-Type")
 		if ct == "" {
 			ct = "none"
 		}
-		return leave, &httpError{kind: errUnsupportedMediaType, msg: fmt.Sprintf("the body must be sent with Content-Type: application/json (got %s)", ct)}
+		return leave, members{}, &httpError{kind: errUnsupportedMediaType, msg: fmt.Sprintf("the body must be sent with Content-Type: application/json (got %s)", ct)}
 	}
 	if len(bytes.TrimSpace(data)) == 0 {
 		if allowEmpty {
-			return leave, nil
+			return leave, members{}, nil
 		}
-		return leave, badRequest("the request body is empty; a JSON object is required")
+		return leave, members{}, badRequest("the request body is empty; a JSON object is required")
 	}
 	if leave, err = httpx.EnterDecode(r.Context(), len(data)); err != nil {
-		return func() {}, badRequest(err.Error())
+		return func() {}, members{}, badRequest(err.Error())
 	}
-	if err := checkKeys(data, v); err != nil {
-		return leave, err
+	m, err := decodeStrict(data, v)
+	return leave, m, err
+}
+
+// decodeStrict decodes data, exactly one JSON value, into v (a pointer to
+// a wire type) as strictly as checkKeys asks, and returns the members it
+// gave. Its errors are 400s that speak of "the body".
+func decodeStrict(data []byte, v any) (members, error) {
+	m, err := checkKeys(data, v)
+	if err != nil {
+		return m, err
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return leave, badRequest(describeJSONError(err, v))
+		return m, badRequest(describeJSONError(err, v))
 	}
 	if dec.More() {
-		return leave, badRequest("the body holds more than one JSON value")
+		return m, badRequest("the body holds more than one JSON value")
 	}
 	if _, err := dec.Token(); err != io.EOF {
-		return leave, badRequest("the body holds more than one JSON value")
+		return m, badRequest("the body holds more than one JSON value")
 	}
-	return leave, nil
+	return m, nil
 }
+
+// members is what a strictly checked JSON object said that its wire type
+// cannot hold: the members it gave with a value other than null, by JSON
+// path ("timeout", "pty.cols"), and the maps that held a null value
+// ("envs"). Decoded into a wire type, "command": "" and no command, a
+// timeout of 0 and none, an env value null and "" look the same; the
+// mapping to the runtime's request (requests.go) asks here.
+type members struct {
+	given, nullIn []string
+}
+
+// has reports whether the member at path was given, and not as null.
+func (m members) has(path string) bool { return slices.Contains(m.given, path) }
+
+// nullInMap reports whether the map at path held a null value.
+func (m members) nullInMap(path string) bool { return slices.Contains(m.nullIn, path) }
 
 // describeJSONError turns encoding/json errors into messages that name the
 // field at fault by its JSON path ("pty.cols"), never by a Go type; v is
@@ -91,6 +120,9 @@ func describeJSONError(err error, v any) string {
 		got, isNumber := strings.CutPrefix(te.Value, "number ")
 		if !isNumber {
 			got = jsonValueKind(te.Value)
+		}
+		if te.Type == reflect.TypeFor[wire.Signal]() {
+			return signalTypeMessage(field, got, isNumber)
 		}
 		if inMap {
 			// A value of a map such as "envs": neither its key nor the
@@ -125,6 +157,21 @@ func describeJSONError(err error, v any) string {
 		return "unknown field " + f
 	}
 	return "invalid JSON: " + strings.TrimPrefix(msg, "json: ")
+}
+
+// signalTypeMessage says why a JSON value that is not a string is no
+// signal (wire.Signal takes a name or a whole number); got is the number
+// as written, or the kind of the value.
+func signalTypeMessage(field, got string, isNumber bool) string {
+	if isNumber {
+		if f, err := strconv.ParseFloat(got, 64); err == nil {
+			if f == math.Trunc(f) && strings.ContainsAny(got, ".eE") {
+				return fmt.Sprintf("field %q must be an integer written without a fraction part or exponent, not %s", field, got)
+			}
+			return fmt.Sprintf("field %q must be a signal name like \"SIGINT\" or a whole number, not %s", field, got)
+		}
+	}
+	return fmt.Sprintf("field %q must be a signal name like \"SIGINT\" or a number", field)
 }
 
 // jsonPath turns the Field of a json.UnmarshalTypeError, which names the
@@ -275,17 +322,20 @@ func (q *query) cursor(name string) int64 {
 // struct or a map such as "envs"). Either would let a proxy that checks the
 // exact key see one request while the runtime runs another. Anything that
 // is not the JSON kind the field wants is left for the decoder to report.
-func checkKeys(data []byte, v any) error {
+// It returns the members the object gave (see members).
+func checkKeys(data []byte, v any) (members, error) {
+	var m members
 	t := reflect.TypeOf(v)
 	if t == nil || t.Kind() != reflect.Pointer {
-		return nil
+		return m, nil
 	}
-	return checkValue(json.RawMessage(data), t.Elem(), "")
+	err := checkValue(json.RawMessage(data), t.Elem(), "", &m)
+	return m, err
 }
 
-// checkValue checks one JSON value against type t; path is its JSON path
-// ("" at the top).
-func checkValue(data json.RawMessage, t reflect.Type, path string) error {
+// checkValue checks one JSON value against type t and records its members
+// in m; path is its JSON path ("" at the top).
+func checkValue(data json.RawMessage, t reflect.Type, path string, m *members) error {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
@@ -309,15 +359,21 @@ func checkValue(data json.RawMessage, t reflect.Type, path string) error {
 			case seen:
 				return badRequest(fmt.Sprintf("field %q is given more than once", join(key)))
 			}
-			return checkValue(val, ft, join(key))
+			if !isNull(val) {
+				m.given = append(m.given, join(key))
+			}
+			return checkValue(val, ft, join(key), m)
 		})
 	case reflect.Map:
 		return eachMember(data, func(key string, val json.RawMessage, seen bool) error {
 			if seen {
 				return badRequest(fmt.Sprintf("field %q gives one key more than once (names are not repeated here)", path))
 			}
+			if isNull(val) && !slices.Contains(m.nullIn, path) {
+				m.nullIn = append(m.nullIn, path)
+			}
 			// The key is data (an env name), never repeated in a message.
-			return checkValue(val, t.Elem(), path+"[…]")
+			return checkValue(val, t.Elem(), path+"[…]", m)
 		})
 	case reflect.Slice, reflect.Array:
 		var elems []json.RawMessage
@@ -325,13 +381,15 @@ func checkValue(data json.RawMessage, t reflect.Type, path string) error {
 			return nil
 		}
 		for i, e := range elems {
-			if err := checkValue(e, t.Elem(), fmt.Sprintf("%s[%d]", path, i)); err != nil {
+			if err := checkValue(e, t.Elem(), fmt.Sprintf("%s[%d]", path, i), m); err != nil {
 				return err
 			}
 		}
 	}
 	return nil
 }
+
+func isNull(val json.RawMessage) bool { return string(bytes.TrimSpace(val)) == "null" }
 
 // eachMember calls f for each member of the JSON object data, in order,
 // with whether its key came before; nothing when data is not an object.

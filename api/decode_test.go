@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/sandbox-runtime/sandbox-runtime/wire"
 )
 
 func TestDecodeJSONRefusesSmuggledKeys(t *testing.T) {
@@ -16,16 +18,16 @@ func TestDecodeJSONRefusesSmuggledKeys(t *testing.T) {
 	} {
 		r, _ := http.NewRequest("POST", "/v1/commands", strings.NewReader(tc.body))
 		r.Header.Set("Content-Type", "application/json")
-		var b createBody
-		err := decodeJSON(r, &b, false)
+		var b wire.CreateRequest
+		_, err := decodeJSON(r, &b, false)
 		if !errors.Is(err, errBadRequest) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: got %v; want a 400 naming %s", tc.body, err, tc.want)
 		}
 	}
 	r, _ := http.NewRequest("POST", "/v1/commands", strings.NewReader(`{"argv":["a"],"envs":{"A":"1"},"timeout":2}`))
 	r.Header.Set("Content-Type", "application/json")
-	var b createBody
-	if err := decodeJSON(r, &b, false); err != nil || b.Argv[0] != "a" || *b.Envs["A"] != "1" {
+	var b wire.CreateRequest
+	if _, err := decodeJSON(r, &b, false); err != nil || b.Argv[0] != "a" || b.Envs["A"] != "1" {
 		t.Fatalf("a plain body: %v %+v", err, b)
 	}
 }

@@ -374,47 +374,18 @@ const (
 // atomically (temporary file + fsync + rename), parents are created. A PUT
 // that fails leaves nothing behind: no temporary file, no parent it created.
 func (s *Server) putFile(w http.ResponseWriter, r *http.Request) {
-	q := parseQuery(r, "mode")
-	if q.err != nil {
-		fail(w, q.err)
+	mode, hasMode, err := putMode(r)
+	if err != nil {
+		fail(w, err)
 		return
-	}
-	var mode fs.FileMode
-	hasMode := q.has("mode")
-	if hasMode {
-		v := q.v.Get("mode")
-		p, err := strconv.ParseUint(strings.TrimPrefix(v, "0o"), 8, 32)
-		if err != nil || p > 0o7777 || v == "" {
-			fail(w, badRequest(fmt.Sprintf("query parameter \"mode\" must be octal permission bits such as 0644, not %q", v)))
-			return
-		}
-		mode = fileModeOf(uint32(p))
 	}
 	rel := r.PathValue("path")
-	if rel == "" || strings.HasSuffix(rel, "/") {
-		fail(w, badRequest(fmt.Sprintf("%q names a directory; PUT needs a file path", rel)))
-		return
-	}
-	in, err := s.resolveFile(rel)
+	in, err := s.resolvePut(rel)
 	if err != nil {
 		fail(w, err)
 		return
 	}
 	defer in.Root.Close()
-	if in.Rel == "" {
-		fail(w, badRequest("the base directory cannot be written as a file"))
-		return
-	}
-	if len(in.Full) > pathMax {
-		fail(w, badRequest(fmt.Sprintf("the path %q is too long: %d bytes, at most %d", rel, len(in.Full), pathMax)))
-		return
-	}
-	for _, c := range fsroot.Components(in.Rel) {
-		if len(c) > nameMax {
-			fail(w, badRequest(fmt.Sprintf("the path %q has a component of %d bytes, at most %d", rel, len(c), nameMax)))
-			return
-		}
-	}
 	parentRel, name := pycompat.Split(in.Rel)
 	// From here on everything happens in the parent directory opened once:
 	// the temporary file, its rename and its removal on failure cannot be
@@ -432,21 +403,93 @@ func (s *Server) putFile(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer staged.Close()
-	dir := staged.Dir
+	mode, err = putTargetMode(staged.Dir, name, rel, mode, hasMode)
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	if err := s.writePut(staged.Dir, name, rel, mode, r.Body); err != nil {
+		fail(w, err)
+		return
+	}
+	if err := s.commitPut(staged, name, rel); err != nil {
+		fail(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// putMode reads a PUT's ?mode= (octal permission bits); given is false
+// without one.
+func putMode(r *http.Request) (mode fs.FileMode, given bool, err error) {
+	q := parseQuery(r, "mode")
+	if q.err != nil || !q.has("mode") {
+		return 0, false, q.err
+	}
+	v := q.v.Get("mode")
+	p, err := strconv.ParseUint(strings.TrimPrefix(v, "0o"), 8, 32)
+	if err != nil || p > 0o7777 || v == "" {
+		return 0, true, badRequest(fmt.Sprintf("query parameter \"mode\" must be octal permission bits such as 0644, not %q", v))
+	}
+	return fileModeOf(uint32(p)), true, nil
+}
+
+// resolvePut resolves the path of a PUT and checks that it names a file
+// that may be created; the caller closes in.Root.
+func (s *Server) resolvePut(rel string) (pycompat.InBase, error) {
+	if rel == "" || strings.HasSuffix(rel, "/") {
+		return pycompat.InBase{}, badRequest(fmt.Sprintf("%q names a directory; PUT needs a file path", rel))
+	}
+	in, err := s.resolveFile(rel)
+	if err != nil {
+		return in, err
+	}
+	if err := checkPutPath(in, rel); err != nil {
+		in.Root.Close()
+		return pycompat.InBase{}, err
+	}
+	return in, nil
+}
+
+// checkPutPath refuses, before anything is created, a PUT of the base
+// directory and a path over PATH_MAX or with a component over NAME_MAX.
+func checkPutPath(in pycompat.InBase, rel string) error {
+	if in.Rel == "" {
+		return badRequest("the base directory cannot be written as a file")
+	}
+	if len(in.Full) > pathMax {
+		return badRequest(fmt.Sprintf("the path %q is too long: %d bytes, at most %d", rel, len(in.Full), pathMax))
+	}
+	for _, c := range fsroot.Components(in.Rel) {
+		if len(c) > nameMax {
+			return badRequest(fmt.Sprintf("the path %q has a component of %d bytes, at most %d", rel, len(c), nameMax))
+		}
+	}
+	return nil
+}
+
+// putTargetMode is the mode of the file a PUT writes as name in dir: the
+// one asked for, else that of the regular file it replaces, else
+// defaultFileMode. A directory there is refused.
+func putTargetMode(dir *os.Root, name, rel string, mode fs.FileMode, hasMode bool) (fs.FileMode, error) {
 	fi, err := dir.Lstat(name)
 	switch {
 	case err == nil && fi.IsDir():
-		fail(w, badRequest(fmt.Sprintf("%q is a directory", rel)))
-		return
+		return 0, badRequest(fmt.Sprintf("%q is a directory", rel))
 	case err == nil && !hasMode && fi.Mode().IsRegular():
-		mode = fi.Mode() & (fs.ModePerm | fs.ModeSetuid | fs.ModeSetgid | fs.ModeSticky)
+		return fi.Mode() & (fs.ModePerm | fs.ModeSetuid | fs.ModeSetgid | fs.ModeSticky), nil
 	case !hasMode:
-		mode = defaultFileMode
+		return defaultFileMode, nil
 	}
+	return mode, nil
+}
+
+// writePut writes body as name in dir atomically (fsroot.WriteAtomic).
+func (s *Server) writePut(dir *os.Root, name, rel string, mode fs.FileMode, body io.Reader) error {
 	var readErr error
-	err = fsroot.WriteAtomic(dir, name, mode, func(tmp io.Writer) error {
+	err := fsroot.WriteAtomic(dir, name, mode, func(tmp io.Writer) error {
 		var writeErr error
-		readErr, writeErr = fsroot.Copy(tmp, r.Body)
+		readErr, writeErr = fsroot.Copy(tmp, body)
 		if readErr != nil {
 			return readErr
 		}
@@ -454,28 +497,27 @@ func (s *Server) putFile(w http.ResponseWriter, r *http.Request) {
 	})
 	switch e := sysErrno.Of(err); {
 	case readErr != nil:
-		fail(w, badRequest("reading the body: "+readErr.Error()))
-		return
+		return badRequest("reading the body: " + readErr.Error())
 	case e == syscall.EISDIR || e == syscall.EEXIST || e == syscall.ENOTEMPTY:
-		fail(w, badRequest(fmt.Sprintf("%q is a directory", rel)))
-		return
+		return badRequest(fmt.Sprintf("%q is a directory", rel))
 	case err != nil:
-		fail(w, s.fileError(err, rel))
-		return
+		return s.fileError(err, rel)
 	}
-	err = staged.Commit(name, 0o755)
+	return nil
+}
+
+// commitPut puts the parents a PUT staged in place with the file in them.
+func (s *Server) commitPut(staged *fsroot.Staged, name, rel string) error {
+	err := staged.Commit(name, 0o755)
 	switch e := sysErrno.Of(err); {
 	case e == syscall.EISDIR || e == syscall.EEXIST || e == syscall.ENOTEMPTY:
-		fail(w, badRequest(fmt.Sprintf("%q is a directory", rel)))
-		return
+		return badRequest(fmt.Sprintf("%q is a directory", rel))
 	case e == syscall.ENOTDIR:
-		fail(w, &httpError{kind: errFileConflict, msg: fmt.Sprintf("a parent of %q is not a directory", rel)})
-		return
+		return &httpError{kind: errFileConflict, msg: fmt.Sprintf("a parent of %q is not a directory", rel)}
 	case err != nil:
-		fail(w, s.fileError(err, rel))
-		return
+		return s.fileError(err, rel)
 	}
-	w.WriteHeader(http.StatusNoContent)
+	return nil
 }
 
 // deleteFile is DELETE /v1/files/{path...}.

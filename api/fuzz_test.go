@@ -16,7 +16,6 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
-	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -119,22 +118,23 @@ func fzRequest(body []byte) *http.Request {
 	return r
 }
 
-// fzDecodeRoundTrip decodes body into a fresh T and, when accepted, checks
-// that the value re-encodes and decodes to itself.
-func fzDecodeRoundTrip[T any](t *testing.T, body []byte, allowEmpty bool) (T, bool) {
+// fzDecodeRoundTrip decodes body into a fresh T (a wire type) and, when
+// accepted, checks that the value re-encodes and decodes to itself (as far
+// as its encoding tells: a wire type omits what is empty).
+func fzDecodeRoundTrip[T any](t *testing.T, body []byte, allowEmpty bool) (T, members, bool) {
 	t.Helper()
 	var v T
-	err := decodeJSON(fzRequest(body), &v, allowEmpty)
+	m, err := decodeJSON(fzRequest(body), &v, allowEmpty)
 	if err != nil {
 		fzClientError(t, err, http.StatusBadRequest, http.StatusRequestEntityTooLarge)
 		if len(body) > maxJSONBody && !errors.Is(err, errRequestTooLarge) {
 			// Over the limit must be 413 unless it is refused for its first bytes.
 			var probe T
-			if decodeJSON(fzRequest(body[:maxJSONBody]), &probe, allowEmpty) == nil {
+			if _, perr := decodeJSON(fzRequest(body[:maxJSONBody]), &probe, allowEmpty); perr == nil {
 				t.Fatalf("a body over the limit was refused with %v; want 413", err)
 			}
 		}
-		return v, false
+		return v, m, false
 	}
 	if len(body) > maxJSONBody {
 		t.Fatalf("a body of %d bytes (> %d) was accepted", len(body), maxJSONBody)
@@ -143,13 +143,13 @@ func fzDecodeRoundTrip[T any](t *testing.T, body []byte, allowEmpty bool) (T, bo
 		t.Fatalf("invalid JSON accepted: %q", fzClip(body))
 	}
 	var again T
-	if err := decodeJSON(fzRequest(marshal(v)), &again, allowEmpty); err != nil {
+	if _, err := decodeJSON(fzRequest(marshal(v)), &again, allowEmpty); err != nil {
 		t.Fatalf("re-encoded value %s refused: %v", marshal(v), err)
 	}
-	if !reflect.DeepEqual(v, again) {
+	if !bytes.Equal(marshal(v), marshal(again)) {
 		t.Fatalf("round trip changed the value: %#v -> %#v", v, again)
 	}
-	return v, true
+	return v, m, true
 }
 
 var createSeeds = []string{
@@ -184,20 +184,25 @@ var createSeeds = []string{
 }
 
 // FuzzDecodeCreate fuzzes the body of POST /v1/commands (decodeJSON into
-// createBody).
+// wire.CreateRequest, then createRequest).
 func FuzzDecodeCreate(f *testing.F) {
 	for _, s := range createSeeds {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		if _, ok := fzDecodeRoundTrip[createBody](t, body, false); ok {
-			fzCheckKeys(t, body, "argv", "command", "envs", "cwd", "timeout", "stdin", "command_id")
+		b, m, ok := fzDecodeRoundTrip[wire.CreateRequest](t, body, false)
+		if !ok {
+			return
+		}
+		fzCheckKeys(t, body, "argv", "command", "envs", "cwd", "timeout", "stdin", "command_id", "pty")
+		if _, err := createRequest(&b, m); err != nil {
+			fzClientError(t, err, http.StatusBadRequest)
 		}
 	})
 }
 
 // FuzzDecodeStdin fuzzes POST /v1/commands/{id}/stdin: decodeJSON into
-// stdinBody, then decodeStdin.
+// wire.StdinRequest, then stdinOf.
 func FuzzDecodeStdin(f *testing.F) {
 	for _, s := range []string{
 		`{"data":"hello\n"}`,
@@ -217,15 +222,18 @@ func FuzzDecodeStdin(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		b, ok := fzDecodeRoundTrip[stdinBody](t, body, false)
+		b, _, ok := fzDecodeRoundTrip[wire.StdinRequest](t, body, false)
 		if !ok {
 			return
 		}
 		fzCheckKeys(t, body, "data", "encoding", "eof")
-		data, err := decodeStdin(b)
+		data, eof, err := stdinOf(b)
 		if err != nil {
 			fzClientError(t, err, http.StatusBadRequest)
 			return
+		}
+		if eof != b.EOF {
+			t.Fatalf("eof %v mapped to %v", b.EOF, eof)
 		}
 		switch b.Encoding {
 		case "base64":
@@ -243,7 +251,7 @@ func FuzzDecodeStdin(f *testing.F) {
 }
 
 // FuzzDecodeSignal fuzzes POST /v1/commands/{id}/signal: decodeJSON into
-// signalBody, then parseSignalValue.
+// wire.SignalRequest, then signalOf.
 func FuzzDecodeSignal(f *testing.F) {
 	for _, s := range []string{
 		`{"signal":"SIGINT"}`, `{"signal":"int"}`, `{"signal":" sigterm "}`, `{"signal":2}`, `{"signal":"9"}`,
@@ -254,14 +262,14 @@ func FuzzDecodeSignal(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		var b signalBody
-		err := decodeJSON(fzRequest(body), &b, false)
+		var b wire.SignalRequest
+		m, err := decodeJSON(fzRequest(body), &b, false)
 		if err != nil {
 			fzClientError(t, err, http.StatusBadRequest, http.StatusRequestEntityTooLarge)
 			return
 		}
 		fzCheckKeys(t, body, "signal")
-		sig, err := parseSignalValue(b.Signal)
+		sig, err := signalOf(b, m)
 		if err != nil {
 			fzClientError(t, err, http.StatusBadRequest)
 			return
@@ -488,15 +496,15 @@ func FuzzAttachFrame(f *testing.F) {
 		// Keep the command alive for the other inputs: kill frames and
 		// signals that end or stop it are decoded but not applied.
 		if json.Unmarshal(frame, &ft) == nil && ft.Type == "kill" {
-			if err := decodeFrame(frame, &frameType{}); err != nil {
+			if _, err := decodeFrame(frame, &frameType{}); err != nil {
 				fzClientError(t, err, http.StatusBadRequest)
 			}
 			return
 		}
 		if ft.Type == "stdin" {
 			var sf stdinFrame
-			if decodeFrame(frame, &sf) == nil && sf.EOF {
-				if _, err := decodeStdin(sf.stdinBody); err != nil {
+			if _, err := decodeFrame(frame, &sf); err == nil && sf.EOF {
+				if _, _, err := stdinOf(sf.StdinRequest); err != nil {
 					fzClientError(t, err, http.StatusBadRequest)
 				}
 				return
@@ -504,8 +512,8 @@ func FuzzAttachFrame(f *testing.F) {
 		}
 		if ft.Type == "signal" {
 			var sf signalFrame
-			if decodeFrame(frame, &sf) == nil {
-				if sig, err := parseSignalValue(sf.Signal); err == nil && sig != 18 && sig != 28 { // SIGCONT, SIGWINCH
+			if m, err := decodeFrame(frame, &sf); err == nil {
+				if sig, err := signalOf(sf.SignalRequest, m); err == nil && sig != 18 && sig != 28 { // SIGCONT, SIGWINCH
 					return
 				}
 			}

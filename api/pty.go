@@ -3,44 +3,17 @@ package api
 import (
 	"net/http"
 
-	"github.com/sandbox-runtime/sandbox-runtime/runtime"
+	"github.com/sandbox-runtime/sandbox-runtime/wire"
 )
 
-// ptyBody is the "pty" member of POST /v1/commands.
-type ptyBody struct {
-	Cols int    `json:"cols"`
-	Rows int    `json:"rows"`
-	Term string `json:"term"`
-}
-
-func (b *ptyBody) request() *runtime.PTYRequest {
-	if b == nil {
-		return nil
-	}
-	return &runtime.PTYRequest{Cols: b.Cols, Rows: b.Rows, Term: b.Term}
-}
-
-// resizeBody is the body of POST /v1/commands/{id}/resize and of a WebSocket
-// resize frame (without "type"). Both fields are required.
-type resizeBody struct {
-	Cols *int `json:"cols"`
-	Rows *int `json:"rows"`
-}
-
-func (b resizeBody) size() (cols, rows int, err error) {
-	if b.Cols == nil || b.Rows == nil {
-		return 0, 0, badRequest(`fields "cols" and "rows" are required`)
-	}
-	return *b.Cols, *b.Rows, nil
-}
-
 func (s *Server) resizeCommand(w http.ResponseWriter, r *http.Request) {
-	var b resizeBody
-	if err := decodeJSON(r, &b, false); err != nil {
+	var b wire.ResizeRequest
+	m, err := decodeJSON(r, &b, false)
+	if err != nil {
 		fail(w, err)
 		return
 	}
-	cols, rows, err := b.size()
+	cols, rows, err := resizeOf(b, m)
 	if err != nil {
 		fail(w, err)
 		return
@@ -58,19 +31,14 @@ func (s *Server) resizeCommand(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, st)
 }
 
-// resizeFrame is {"type":"resize","cols":…,"rows":…}.
-type resizeFrame struct {
-	Type string `json:"type"`
-	resizeBody
-}
-
 // applyResize carries out a WebSocket resize frame.
 func (a *attachment) applyResize(data []byte) error {
 	var f resizeFrame
-	if err := decodeFrame(data, &f); err != nil {
+	m, err := decodeFrame(data, &f)
+	if err != nil {
 		return err
 	}
-	cols, rows, err := f.size()
+	cols, rows, err := resizeOf(f.ResizeRequest, m)
 	if err != nil {
 		return err
 	}

@@ -78,123 +78,195 @@ type streamOptions struct {
 // finished and the rest fits in that read (a command ended by shutdown
 // still reports how it ended), `end` otherwise.
 func (s *Server) streamEvents(ctx context.Context, c *runtime.Command, o streamOptions, sink eventSink) error {
-	var (
-		buf    []byte
-		recs   []ringbuf.Record
-		line   []byte
-		cursor = o.cursor
-	)
-	window := time.NewTimer(o.window)
-	defer window.Stop()
-	var hb *time.Ticker
-	var hbC <-chan time.Time
-	if o.heartbeatEvery > 0 {
-		hb = time.NewTicker(o.heartbeatEvery)
-		defer hb.Stop()
-		hbC = hb.C
-	}
-	closing := "" // the reason of the `end` line, once the window or shutdown closed the stream
+	w := s.openWindow(c, o, sink)
+	defer w.close()
 	for {
-		if closing == "" {
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-s.streamsCtx.Done():
-				closing = wire.EndShuttingDown
-			case <-window.C:
-				closing = wire.EndMaxWait
-			default:
-			}
+		if err := w.pollClosing(ctx); err != nil {
+			return err
 		}
 		notify := c.Notify()
-		res, err := c.Read(cursor, maxReadBytes, buf[:0], recs[:0])
+		res, err := c.Read(w.cursor, maxReadBytes, w.buf[:0], w.recs[:0])
 		if err != nil {
 			return err
 		}
-		buf, recs = res.Buf, res.Records
-		if closing != "" && !res.Done {
-			return s.endEvent(sink, &line, closing, cursor)
+		w.buf, w.recs = res.Buf, res.Records
+		if w.closing != "" && !res.Done {
+			return w.end(w.closing)
 		}
-		if res.Gap {
-			dropped := res.GapFrom - cursor
-			from := cursor
-			line = append(line[:0], marshal(event{Type: wire.EventGap, Cursor: &from, DroppedBytes: &dropped, NextCursor: res.GapFrom})...)
-			if err := sink.event(line); err != nil {
-				return err
-			}
-			cursor = res.GapFrom
+		sent, err := w.send(&res)
+		if err != nil {
+			return err
 		}
-		sent := false
-		for i, r := range recs {
-			data := r.Data
-			// A read limit may cut a multi-byte character; send the complete
-			// part and read the rest again next time.
-			if i == len(recs)-1 && !res.Done && !utf8.Valid(data) {
-				if cut := runtime.UTF8Prefix(data); cut > 0 && cut < len(data) && utf8.Valid(data[:cut]) {
-					data = data[:cut]
-					res.Next = r.Cursor + int64(cut)
-				}
-			}
-			// Positions come from the bytes sent: off is where the next
-			// event's data starts in r.Data, whatever was cut above.
-			for off := 0; off < len(data); {
-				n := min(len(data)-off, maxEventData)
-				if off+n < len(data) {
-					n = runeBoundary(data[off:], n)
-				}
-				n = textFit(data[off:off+n], maxEventText)
-				at := r.Cursor + int64(off)
-				chunk := data[off : off+n]
-				if bs, ok := sink.(bufferedSink); ok { // encode in place: one copy less
-					err = bs.commit(appendOutputEvent(bs.buffer(), r.Stream, at, chunk))
-				} else {
-					line = appendOutputEvent(line[:0], r.Stream, at, chunk)
-					err = sink.event(line)
-				}
-				if err != nil {
-					return err
-				}
-				off += n
-			}
-			sent = true
-		}
-		cursor = res.Next
 		if res.Done {
-			st := c.Status()
-			line = wire.AppendStatusEvent(line[:0], wire.EventExit, &st, cursor) // no reflection: once per stream
-			if err := sink.event(line); err != nil {
-				return err
-			}
-			return sink.flush()
+			return w.exit()
 		}
 		if sent || res.Gap {
 			if err := sink.flush(); err != nil {
 				return err
 			}
-			if hb != nil {
-				hb.Reset(o.heartbeatEvery)
+			if w.hb != nil {
+				w.hb.Reset(o.heartbeatEvery)
 			}
-			if len(recs) > 0 && res.Next < c.NextCursor() {
+			if len(res.Records) > 0 && res.Next < c.NextCursor() {
 				continue // more is retained already: keep reading (the deadlines are checked above)
 			}
 		}
 		if !o.follow {
-			return s.endEvent(sink, &line, wire.EndCaughtUp, cursor)
+			return w.end(wire.EndCaughtUp)
 		}
-		select {
-		case <-notify:
-		case <-hbC:
-			if err := sink.heartbeat(cursor); err != nil {
-				return err
-			}
-		case <-window.C:
-			closing = wire.EndMaxWait
-		case <-s.streamsCtx.Done():
-			closing = wire.EndShuttingDown
-		case <-ctx.Done():
-			return ctx.Err()
+		if err := w.wait(ctx, notify); err != nil {
+			return err
 		}
 	}
+}
+
+// streamWindow is one streamEvents call: where it is in the command's
+// output, the buffers it reuses from read to read, and its timers.
+type streamWindow struct {
+	s      *Server
+	c      *runtime.Command
+	o      streamOptions
+	sink   eventSink
+	cursor int64 // the next byte to send
+	buf    []byte
+	recs   []ringbuf.Record
+	line   []byte // the event being encoded, for a sink that is not a bufferedSink
+	window *time.Timer
+	hb     *time.Ticker // nil without heartbeats
+	hbC    <-chan time.Time
+	// closing is the reason of the `end` line, once the window or
+	// shutdown closed the stream; "" before.
+	closing string
+}
+
+func (s *Server) openWindow(c *runtime.Command, o streamOptions, sink eventSink) *streamWindow {
+	w := &streamWindow{s: s, c: c, o: o, sink: sink, cursor: o.cursor, window: time.NewTimer(o.window)}
+	if o.heartbeatEvery > 0 {
+		w.hb = time.NewTicker(o.heartbeatEvery)
+		w.hbC = w.hb.C
+	}
+	return w
+}
+
+// close stops the window's timers.
+func (w *streamWindow) close() {
+	w.window.Stop()
+	if w.hb != nil {
+		w.hb.Stop()
+	}
+}
+
+// pollClosing notes, without waiting, that the window or shutdown has
+// closed the stream; it returns ctx's error once the client went away.
+func (w *streamWindow) pollClosing(ctx context.Context) error {
+	if w.closing != "" {
+		return nil
+	}
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-w.s.streamsCtx.Done():
+		w.closing = wire.EndShuttingDown
+	case <-w.window.C:
+		w.closing = wire.EndMaxWait
+	default:
+	}
+	return nil
+}
+
+// send sends what one read returned: a gap event for bytes the ring no
+// longer holds, then the output, and moves the cursor past it (res.Next,
+// which it moves back when the read cut a UTF-8 character). sent reports
+// whether there was output.
+func (w *streamWindow) send(res *ringbuf.ReadResult) (sent bool, err error) {
+	if res.Gap {
+		dropped := res.GapFrom - w.cursor
+		from := w.cursor
+		w.line = append(w.line[:0], marshal(event{Type: wire.EventGap, Cursor: &from, DroppedBytes: &dropped, NextCursor: res.GapFrom})...)
+		if err := w.sink.event(w.line); err != nil {
+			return false, err
+		}
+		w.cursor = res.GapFrom
+	}
+	for i, r := range res.Records {
+		data := r.Data
+		// A read limit may cut a multi-byte character; send the complete
+		// part and read the rest again next time.
+		if i == len(res.Records)-1 && !res.Done && !utf8.Valid(data) {
+			if cut := runtime.UTF8Prefix(data); cut > 0 && cut < len(data) && utf8.Valid(data[:cut]) {
+				data = data[:cut]
+				res.Next = r.Cursor + int64(cut)
+			}
+		}
+		if err := w.sendOutput(r, data); err != nil {
+			return false, err
+		}
+		sent = true
+	}
+	w.cursor = res.Next
+	return sent, nil
+}
+
+// sendOutput sends data, the first bytes of record r, as output events of
+// at most maxEventData bytes and maxEventText of JSON text each, cut
+// between UTF-8 characters.
+func (w *streamWindow) sendOutput(r ringbuf.Record, data []byte) error {
+	// Positions come from the bytes sent: off is where the next event's
+	// data starts in r.Data, whatever the caller cut.
+	for off := 0; off < len(data); {
+		n := min(len(data)-off, maxEventData)
+		if off+n < len(data) {
+			n = runeBoundary(data[off:], n)
+		}
+		n = textFit(data[off:off+n], maxEventText)
+		at := r.Cursor + int64(off)
+		chunk := data[off : off+n]
+		var err error
+		if bs, ok := w.sink.(bufferedSink); ok { // encode in place: one copy less
+			err = bs.commit(appendOutputEvent(bs.buffer(), r.Stream, at, chunk))
+		} else {
+			w.line = appendOutputEvent(w.line[:0], r.Stream, at, chunk)
+			err = w.sink.event(w.line)
+		}
+		if err != nil {
+			return err
+		}
+		off += n
+	}
+	return nil
+}
+
+// exit sends the exit event with the final status, the stream's last.
+func (w *streamWindow) exit() error {
+	st := w.c.Status()
+	w.line = wire.AppendStatusEvent(w.line[:0], wire.EventExit, &st, w.cursor) // no reflection: once per stream
+	if err := w.sink.event(w.line); err != nil {
+		return err
+	}
+	return w.sink.flush()
+}
+
+// end sends the `end` line with reason, the stream's last.
+func (w *streamWindow) end(reason string) error {
+	return w.s.endEvent(w.sink, &w.line, reason, w.cursor)
+}
+
+// wait waits for more output (notify), a heartbeat's turn, the end of the
+// window or shutdown (noted in closing), or the client's departure (ctx's
+// error).
+func (w *streamWindow) wait(ctx context.Context, notify <-chan struct{}) error {
+	select {
+	case <-notify:
+	case <-w.hbC:
+		return w.sink.heartbeat(w.cursor)
+	case <-w.window.C:
+		w.closing = wire.EndMaxWait
+	case <-w.s.streamsCtx.Done():
+		w.closing = wire.EndShuttingDown
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return nil
 }
 
 func (s *Server) endEvent(sink eventSink, line *[]byte, reason string, cursor int64) error {

@@ -16,6 +16,7 @@
 package wire
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -211,7 +212,10 @@ type SignalRequest struct {
 // daemon accepts both); a number is kept as its decimal digits.
 type Signal string
 
-// UnmarshalJSON accepts a JSON string or number.
+// UnmarshalJSON accepts a JSON string or a whole number that fits an int.
+// Anything else is a *json.UnmarshalTypeError whose Value is described as
+// encoding/json describes one ("number 2.5", "bool", "object", "array"),
+// without a Field: the decoder adds the path of the member.
 func (s *Signal) UnmarshalJSON(b []byte) error {
 	var name string
 	if err := json.Unmarshal(b, &name); err == nil {
@@ -220,10 +224,29 @@ func (s *Signal) UnmarshalJSON(b []byte) error {
 	}
 	var n int
 	if err := json.Unmarshal(b, &n); err != nil {
-		return &json.UnmarshalTypeError{Value: string(b), Type: signalType, Field: "signal"}
+		return &json.UnmarshalTypeError{Value: jsonValueOf(b), Type: signalType}
 	}
 	*s = Signal(strconv.Itoa(n))
 	return nil
+}
+
+// jsonValueOf describes the JSON value b as json.UnmarshalTypeError.Value
+// does.
+func jsonValueOf(b []byte) string {
+	b = bytes.TrimSpace(b)
+	switch {
+	case len(b) == 0:
+		return ""
+	case b[0] == '{':
+		return "object"
+	case b[0] == '[':
+		return "array"
+	case b[0] == '"':
+		return "string"
+	case b[0] == 't' || b[0] == 'f':
+		return "bool"
+	}
+	return "number " + string(b)
 }
 
 var signalType = reflect.TypeOf(Signal(""))

@@ -2,6 +2,8 @@ package wire
 
 import (
 	"encoding/json"
+	"errors"
+	"reflect"
 	"testing"
 )
 
@@ -59,5 +61,21 @@ func TestEventBytes(t *testing.T) {
 	}
 	if StateRunning.Finished() || !StateTimedOut.Finished() || State("").Finished() {
 		t.Error("Finished")
+	}
+}
+
+// TestSignalErrorIsEncodingJSONs: a value that is no signal is refused as
+// encoding/json refuses a mistyped value, so that a server or client can
+// name the member ("signal", once: the decoder adds the path) and the value
+// ("number 2.0") as it does for any other field.
+func TestSignalErrorIsEncodingJSONs(t *testing.T) {
+	for in, want := range map[string]string{`2.0`: "number 2.0", `1e1`: "number 1e1", `99999999999999999999`: "number 99999999999999999999",
+		`true`: "bool", `{"a":1}`: "object", `[2]`: "array"} {
+		var r SignalRequest
+		err := json.Unmarshal([]byte(`{"signal":`+in+`}`), &r)
+		var te *json.UnmarshalTypeError
+		if !errors.As(err, &te) || te.Field != "signal" || te.Value != want || te.Type != reflect.TypeFor[Signal]() {
+			t.Errorf("signal %s: got %#v; want an UnmarshalTypeError of field \"signal\", value %q", in, err, want)
+		}
 	}
 }
