@@ -131,8 +131,9 @@ func (s *seqCounter) next() uint64 {
 
 // cmdCgroup is the cgroup of one command.
 type cmdCgroup struct {
-	dir string
-	mem bool // it has memory.events
+	dir     string
+	mem     bool // it has memory.events
+	removed bool // rmdir'd already (at the leader's reap); guarded by the Process's sigMu
 }
 
 // pooledCgroup is an empty command cgroup made ahead of its command, and its
@@ -539,6 +540,9 @@ func readSmall(path string, buf []byte) ([]byte, error) {
 // removes it at once when the worker is gone. One that still has members is
 // kept for a later try.
 func (t *cgroupTree) release(c *cmdCgroup) {
+	if c.removed {
+		return
+	}
 	t.mu.Lock()
 	if !t.stopped && t.quit != nil {
 		// Removed in batches too: at the worker's next refill, or now when
@@ -925,8 +929,17 @@ func daemonLeaves(base string) (leaves []string, occupied bool) {
 
 // rmTree removes the cgroup dir and every cgroup below it, deepest first
 // (rmdir removes only a cgroup without children and processes). Gone
-// already is success; the first cgroup that cannot go is the error.
+// already is success; the first cgroup that cannot go is the error. It
+// tries the rmdir first and reads the directory only when that fails with
+// EBUSY (children, or members): a command's cgroup rarely has children.
 func rmTree(dir string) error {
+	err := unix.Rmdir(dir)
+	if err == nil || err == unix.ENOENT {
+		return nil
+	}
+	if err != unix.EBUSY {
+		return err
+	}
 	ents, err := os.ReadDir(dir)
 	if err != nil {
 		if os.IsNotExist(err) {
@@ -934,17 +947,36 @@ func rmTree(dir string) error {
 		}
 		return err
 	}
+	sub := false
 	for _, e := range ents {
 		if e.IsDir() {
+			sub = true
 			if err := rmTree(filepath.Join(dir, e.Name())); err != nil {
 				return err
 			}
 		}
 	}
+	if !sub {
+		return unix.EBUSY // members, no children: nothing else to try
+	}
 	if err := unix.Rmdir(dir); err != nil && err != unix.ENOENT {
 		return err
 	}
 	return nil
+}
+
+// removeIfEmpty removes the command cgroup when it holds nothing, and
+// reports whether it has gone: EBUSY says it is populated (or has cgroups
+// of its own, which rmTree takes care of later), without reading
+// cgroup.events.
+func (c *cmdCgroup) removeIfEmpty() bool {
+	switch err := unix.Rmdir(c.dir); err {
+	case nil, unix.ENOENT:
+		c.removed = true
+		return true
+	default:
+		return false
+	}
 }
 
 // waitUnpopulated waits (at most d) until the cgroup dir and its subtree

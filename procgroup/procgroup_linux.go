@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
@@ -179,47 +180,45 @@ func (r *Reaper) loop() {
 	}
 }
 
-// reap collects every child that has exited, holding forkMu's write lock so that no
-// fork is between fork and registration.
+// reap collects every child that has exited. It looks at the next zombie
+// without collecting it (waitid WNOWAIT): a child registered by Start is
+// collected at once, without forkMu, since its pid cannot be anyone else's
+// until it is collected, and only the reap loop collects registered
+// children. Only a zombie nobody registered (an orphan, or a child whose
+// Start is between fork and registration) takes forkMu's write lock, which
+// waits out the forks in progress; what is still unregistered then is an
+// orphan. The work of a registered exit (OOM attribution, the group and
+// cgroup check, Release) runs under no lock.
 func (r *Reaper) reap() {
-	r.forkMu.Lock()
-	defer r.forkMu.Unlock()
 	orphans := 0
 	for {
-		var ws unix.WaitStatus
-		var ru unix.Rusage
-		pid, err := unix.Wait4(-1, &ws, unix.WNOHANG|unix.WALL, &ru)
-		if err == unix.EINTR {
-			continue
-		}
-		if err != nil {
-			if err != unix.ECHILD {
-				r.log.Error("wait4 failed", zap.Error(err))
-			}
-			break
-		}
+		pid := nextZombie()
 		if pid <= 0 {
 			break
 		}
-		st := exitStatus(ws, &ru)
 		r.procsMu.Lock()
 		p := r.procs[pid]
-		delete(r.procs, pid)
 		r.procsMu.Unlock()
-		if p == nil {
+		if p != nil {
+			r.collect(p)
+			continue
+		}
+		r.forkMu.Lock()
+		r.procsMu.Lock()
+		p = r.procs[pid]
+		r.procsMu.Unlock()
+		if p != nil {
+			r.forkMu.Unlock()
+			r.collect(p)
+			continue
+		}
+		st, ok := wait4(pid)
+		r.forkMu.Unlock()
+		if ok {
 			orphans++
 			r.orphans.Add(1)
 			r.log.Debug("orphan reaped", zap.Int("pid", pid), zap.Int("code", st.Code))
-			continue
 		}
-		st.OOMKilled = p.oomKilled(st)
-		p.exit = st
-		if p.gone() {
-			// Nobody is left to signal and nobody can join an empty group:
-			// the pidfd and the cgroup are no longer needed.
-			p.Release()
-		}
-		close(p.done)
 	}
 	if orphans > 0 && r.cg != nil {
 		r.cg.sweep() // an orphan that left may have been a cgroup's last member
@@ -230,6 +229,73 @@ func (r *Reaper) reap() {
 		r.notify = make(chan struct{})
 		r.notifyMu.Unlock()
 	}
+}
+
+// nextZombie returns the pid of a child that has exited and waits to be
+// collected, or 0 when there is none (or no child at all).
+func nextZombie() int {
+	for {
+		var info unix.Siginfo
+		err := unix.Waitid(unix.P_ALL, 0, &info, unix.WEXITED|unix.WNOHANG|unix.WNOWAIT|unix.WALL, nil)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil || info.Signo == 0 {
+			return 0
+		}
+		return int(siginfoPid(&info))
+	}
+}
+
+// siginfoPid is si_pid of a SIGCHLD siginfo: the first field of the union,
+// which follows si_signo, si_errno and si_code (and, on 64-bit Linux, 4
+// bytes of padding that align the union to 8).
+func siginfoPid(info *unix.Siginfo) int32 {
+	off := uintptr(12)
+	if unsafe.Sizeof(uintptr(0)) == 8 {
+		off = 16
+	}
+	return *(*int32)(unsafe.Add(unsafe.Pointer(info), off))
+}
+
+// wait4 collects the zombie pid, with its rusage.
+func wait4(pid int) (ExitStatus, bool) {
+	for {
+		var ws unix.WaitStatus
+		var ru unix.Rusage
+		got, err := unix.Wait4(pid, &ws, unix.WNOHANG|unix.WALL, &ru)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil || got != pid {
+			return ExitStatus{}, false
+		}
+		return exitStatus(ws, &ru), true
+	}
+}
+
+// collect collects the registered p, whose leader is a zombie, and hands
+// its exit status over (Done).
+func (r *Reaper) collect(p *Process) {
+	p.reaped.Store(true) // before the wait4: Exited is never blind
+	st, ok := wait4(p.Pid)
+	r.procsMu.Lock()
+	delete(r.procs, p.Pid)
+	r.procsMu.Unlock()
+	if !ok {
+		// Not collectable after all (cannot happen: only this loop collects
+		// registered children); do not spin on it.
+		r.log.Error("a registered child could not be collected", zap.Int("pid", p.Pid))
+		st = ExitStatus{Code: -int(unix.SIGKILL), Signal: unix.SIGKILL}
+	}
+	st.OOMKilled = p.oomKilled(st)
+	p.exit = st
+	if p.goneAtReap() {
+		// Nobody is left to signal and nobody can join an empty group:
+		// the pidfd and the cgroup are no longer needed.
+		p.Release()
+	}
+	close(p.done)
 }
 
 func exitStatus(ws unix.WaitStatus, ru *unix.Rusage) ExitStatus {
@@ -397,7 +463,7 @@ func (r *Reaper) Start(spec Spec) (*Process, error) {
 	}
 	var p *Process
 	if err == nil {
-		p = &Process{Pid: pid, Stdin: stdin, Stdout: out[0], Stderr: out[1], PTY: master, input: input, done: make(chan struct{}), reapMu: &r.forkMu,
+		p = &Process{Pid: pid, Stdin: stdin, Stdout: out[0], Stderr: out[1], PTY: master, input: input, done: make(chan struct{}), reapable: true,
 			pidfd: openPidfd(pid), cg: cg, oom: oom, r: r}
 		r.procsMu.Lock()
 		r.procs[pid] = p
@@ -575,7 +641,7 @@ func (p *Process) kill() {
 	p.sigMu.Lock()
 	defer p.sigMu.Unlock()
 	p.sentKill.Store(true)
-	if p.cg != nil && !p.released {
+	if p.cg != nil && !p.released && !p.cg.removed {
 		if p.r != nil {
 			p.r.cg.checkSelf() // never in the cgroup it is about to kill
 		}
@@ -602,6 +668,27 @@ func (p *Process) gone() bool {
 		return p.sessionEmpty()
 	}
 	return p.signalLocked(0) == ErrGroupGone
+}
+
+// goneAtReap is gone for the leader's reap, the path of every command: the
+// group (or session) is asked first, and the cgroup is not read but
+// removed, when it can be: an rmdir that fails with EBUSY says it is
+// populated. A command whose group is empty and whose cgroup is gone needs
+// no Release of the cgroup later.
+func (p *Process) goneAtReap() bool {
+	p.sigMu.Lock()
+	defer p.sigMu.Unlock()
+	if p.released {
+		return true
+	}
+	if p.PTY != nil {
+		if !p.sessionEmpty() {
+			return false
+		}
+	} else if p.signalLocked(0) != ErrGroupGone {
+		return false
+	}
+	return p.cg == nil || p.cg.removeIfEmpty()
 }
 
 // groupEmpty is gone (kept for the Terminate loop's readability).
