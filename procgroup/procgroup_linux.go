@@ -316,104 +316,151 @@ func exitStatus(ws unix.WaitStatus, ru *unix.Rusage) ExitStatus {
 
 // Start forks and execs spec as the leader of a new process group (pgid == pid),
 // with stdout and stderr as two pipes and stdin as a pipe or /dev/null. The process
-// is registered with the Reaper before the reap loop can run again, so its exit is
+// is registered with the Reaper before the reap loop can collect it, so its exit is
 // never missed, however short-lived it is.
 //
 // A failure to start returns a *StartError (or ErrClosed) and leaves nothing behind:
 // no file descriptor, no zombie, no registration.
+//
+// Its steps, as os/exec splits Start: check the request and find the program
+// (resolve), make the child's stdio (newStdio), fork into the command's
+// cgroup and register (fork), and explain a failure (startFailure).
 func (r *Reaper) Start(spec Spec) (*Process, error) {
+	path, serr := resolve(spec)
+	if serr != nil {
+		return nil, serr
+	}
+	io, errno := newStdio(spec)
+	if errno != 0 {
+		return nil, &StartError{Op: "exec", Path: spec.Argv[0], Errno: errno}
+	}
+	attr := &syscall.ProcAttr{Dir: spec.Dir, Env: spec.Env, Files: io.fds(), Sys: io.sys}
+	p, cg, err := r.fork(path, spec.Argv, attr, io)
+	if err != nil {
+		io.closeAll()
+		return nil, r.startFailure(spec, cg, err)
+	}
+	io.closeChild()
+	r.log.Debug("started", zap.Int("pid", p.Pid), zap.String("argv0", spec.Argv[0]))
+	return p, nil
+}
+
+// resolve checks what the kernel would refuse late or ambiguously (NUL
+// bytes, the working directory) and finds the program on PATH.
+func resolve(spec Spec) (string, *StartError) {
 	if len(spec.Argv) == 0 {
-		return nil, &StartError{Op: "exec", Errno: unix.EINVAL}
+		return "", &StartError{Op: "exec", Errno: unix.EINVAL}
 	}
 	argv0 := spec.Argv[0]
-	for _, s := range spec.Argv {
-		if strings.IndexByte(s, 0) >= 0 {
-			return nil, &StartError{Op: "exec", Path: argv0, Errno: unix.EINVAL}
-		}
-	}
-	for _, s := range spec.Env {
-		if strings.IndexByte(s, 0) >= 0 {
-			return nil, &StartError{Op: "exec", Path: argv0, Errno: unix.EINVAL}
+	for _, list := range [][]string{spec.Argv, spec.Env} {
+		for _, s := range list {
+			if strings.IndexByte(s, 0) >= 0 {
+				return "", &StartError{Op: "exec", Path: argv0, Errno: unix.EINVAL}
+			}
 		}
 	}
 	if spec.Dir != "" {
 		if errno := checkDir(spec.Dir); errno != 0 {
-			return nil, &StartError{Op: "chdir", Path: spec.Dir, Errno: errno}
+			return "", &StartError{Op: "chdir", Path: spec.Dir, Errno: errno}
 		}
 	}
 	path, errno := lookPath(argv0, pathFromEnv(spec.Env), spec.Dir)
 	if errno != 0 {
-		return nil, &StartError{Op: "exec", Path: argv0, Errno: errno}
+		return "", &StartError{Op: "exec", Path: argv0, Errno: errno}
 	}
+	return path, nil
+}
 
-	var parentFiles, childFiles []*os.File
-	closeAll := func() {
-		for _, f := range parentFiles {
-			f.Close()
-		}
-		for _, f := range childFiles {
-			f.Close()
-		}
+// stdio is the child's fds 0-2 and the parent's ends of them.
+type stdio struct {
+	parent, child []*os.File
+	stdin, master *os.File
+	out           [2]*os.File // stdout, stderr read ends (none with a PTY)
+	input         fileID
+	sys           *syscall.SysProcAttr
+}
+
+// newStdio makes the terminal, or the stdin pipe (or /dev/null) and the two
+// output pipes. On failure nothing is left open.
+func newStdio(spec Spec) (*stdio, syscall.Errno) {
+	io := &stdio{sys: &syscall.SysProcAttr{Setpgid: true}}
+	fail := func(err error) (*stdio, syscall.Errno) {
+		io.closeAll()
+		return nil, errnoOf(err)
 	}
-	fail := func(errno syscall.Errno) (*Process, error) {
-		closeAll()
-		return nil, &StartError{Op: "exec", Path: argv0, Errno: errno}
-	}
-	var stdin, master *os.File
-	var input fileID
-	sys := &syscall.SysProcAttr{Setpgid: true}
-	if spec.PTY != nil {
+	switch {
+	case spec.PTY != nil:
 		m, slave, err := openPTY(*spec.PTY)
 		if err != nil {
-			return fail(errnoOf(err))
+			return fail(err)
 		}
-		parentFiles = append(parentFiles, m)
-		childFiles = append(childFiles, slave, slave, slave)
-		master, input = m, idOf(slave)
+		io.parent = append(io.parent, m)
+		io.child = append(io.child, slave, slave, slave)
+		io.master, io.input = m, idOf(slave)
 		// setsid makes it a group leader too; the terminal becomes the
 		// controlling terminal of the new session (child fd 0).
-		sys = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
-	} else if spec.Stdin {
+		io.sys = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+		return io, 0
+	case spec.Stdin:
 		pr, pw, err := os.Pipe()
 		if err != nil {
-			return fail(errnoOf(err))
+			return fail(err)
 		}
-		childFiles = append(childFiles, pr)
-		parentFiles = append(parentFiles, pw)
-		stdin, input = pw, idOf(pw)
-	} else {
+		io.child = append(io.child, pr)
+		io.parent = append(io.parent, pw)
+		io.stdin, io.input = pw, idOf(pw)
+	default:
 		devnull, err := os.Open(os.DevNull)
 		if err != nil {
-			return fail(errnoOf(err))
+			return fail(err)
 		}
-		childFiles = append(childFiles, devnull)
+		io.child = append(io.child, devnull)
 	}
-	var out [2]*os.File
-	for i := range out {
-		if master != nil {
-			break
-		}
+	for i := range io.out {
 		pr, pw, err := os.Pipe()
 		if err != nil {
-			return fail(errnoOf(err))
+			return fail(err)
 		}
-		parentFiles = append(parentFiles, pr)
-		childFiles = append(childFiles, pw)
-		out[i] = pr
+		io.parent = append(io.parent, pr)
+		io.child = append(io.child, pw)
+		io.out[i] = pr
 	}
-	// Fd puts the child's ends in blocking mode (O_NONBLOCK is per open file
-	// description, so the parent's ends stay pollable).
-	fds := make([]uintptr, len(childFiles))
-	for i, f := range childFiles {
+	return io, 0
+}
+
+// fds is the child's fds for ProcAttr.Files. Fd puts the child's ends in
+// blocking mode (O_NONBLOCK is per open file description, so the parent's
+// ends stay pollable).
+func (io *stdio) fds() []uintptr {
+	fds := make([]uintptr, len(io.child))
+	for i, f := range io.child {
 		fds[i] = f.Fd()
 	}
-	attr := &syscall.ProcAttr{
-		Dir:   spec.Dir,
-		Env:   spec.Env,
-		Files: fds,
-		Sys:   sys,
-	}
+	return fds
+}
 
+// closeChild closes the child's ends once it has them (the slave of a PTY
+// is listed three times; later Closes are no-ops).
+func (io *stdio) closeChild() {
+	for _, f := range io.child {
+		f.Close()
+	}
+}
+
+// closeAll closes both ends: the start failed.
+func (io *stdio) closeAll() {
+	for _, f := range io.parent {
+		f.Close()
+	}
+	io.closeChild()
+}
+
+// fork forks into the command's cgroup (cgroup mode) and registers the
+// Process, all with forkMu read-locked, so that the reap loop cannot take
+// the child for an orphan before it is registered. On failure it returns
+// the command cgroup it used, if any (for the limit report), and the error:
+// a *StartError already explained, ErrClosed, or the fork's error.
+func (r *Reaper) fork(path string, argv []string, attr *syscall.ProcAttr, io *stdio) (*Process, *cmdCgroup, error) {
 	// The machine-wide OOM counter is the fallback for a command without a
 	// memory cgroup of its own; reading /proc/vmstat costs ~40 µs a command.
 	var oom oomBaseline
@@ -424,25 +471,21 @@ func (r *Reaper) Start(spec Spec) (*Process, error) {
 	r.forkSlots <- struct{}{}
 	defer func() { <-r.forkSlots }()
 	r.forkMu.RLock()
+	defer r.forkMu.RUnlock()
 	if r.closed {
-		r.forkMu.RUnlock()
-		closeAll()
-		return nil, ErrClosed
+		return nil, nil, ErrClosed
 	}
 	cg, cgfd := r.commandCgroup(attr.Sys)
 	if cg == nil && oom.file == "" {
 		oom = newOOMBaseline() // no cgroup of its own after all
 	}
-	// On an exec failure ForkExec reaps the child itself with wait4(pid); our loop
-	// cannot run meanwhile because we hold the read lock.
-	pid, err := syscall.ForkExec(path, spec.Argv, attr)
+	// On an exec failure ForkExec reaps the child itself with wait4(pid); the
+	// reap loop leaves an unregistered child alone while we hold the read lock.
+	pid, err := syscall.ForkExec(path, argv, attr)
 	if cg != nil {
 		var serr *StartError
-		if pid, err, cg, cgfd, serr = r.recoverFork(path, spec.Argv, attr, pid, err, cg, cgfd); serr != nil {
-			serr.Path = argv0
-			r.forkMu.RUnlock()
-			closeAll()
-			return nil, serr
+		if pid, err, cg, cgfd, serr = r.recoverFork(path, argv, attr, pid, err, cg, cgfd); serr != nil {
+			return nil, nil, serr
 		}
 	}
 	if err == unix.ENOSYS && cg != nil {
@@ -456,45 +499,49 @@ func (r *Reaper) Start(spec Spec) (*Process, error) {
 		if oom.file == "" {
 			oom = newOOMBaseline()
 		}
-		pid, err = syscall.ForkExec(path, spec.Argv, attr)
+		pid, err = syscall.ForkExec(path, argv, attr)
 	}
 	if cgfd >= 0 {
 		unix.Close(cgfd)
 	}
-	var p *Process
-	if err == nil {
-		p = &Process{Pid: pid, Stdin: stdin, Stdout: out[0], Stderr: out[1], PTY: master, input: input, done: make(chan struct{}), reapable: true,
-			pidfd: openPidfd(pid), cg: cg, oom: oom, r: r}
-		r.procsMu.Lock()
-		r.procs[pid] = p
-		r.held[p] = struct{}{}
-		r.procsMu.Unlock()
-	} else if cg != nil {
-		unix.Rmdir(cg.dir)
-	}
-	r.forkMu.RUnlock()
-
 	if err != nil {
-		errno := errnoOf(err)
-		if errno == unix.EAGAIN || errno == unix.ENOMEM {
-			closeAll()
-			return nil, &StartError{Op: "exec", Path: argv0, Errno: errno, Limit: r.limitReport(cg)}
+		if cg != nil {
+			unix.Rmdir(cg.dir)
 		}
-		// The child reports a failed chdir and a failed execve the same way; tell
-		// them apart by checking the directory again (it passed the check above).
-		if spec.Dir != "" {
-			if derr := checkDir(spec.Dir); derr != 0 {
-				closeAll()
-				return nil, &StartError{Op: "chdir", Path: spec.Dir, Errno: derr}
-			}
+		return nil, cg, err
+	}
+	p := &Process{Pid: pid, Stdin: io.stdin, Stdout: io.out[0], Stderr: io.out[1], PTY: io.master, input: io.input,
+		done: make(chan struct{}), reapable: true, pidfd: openPidfd(pid), cg: cg, oom: oom, r: r}
+	r.procsMu.Lock()
+	r.procs[pid] = p
+	r.held[p] = struct{}{}
+	r.procsMu.Unlock()
+	return p, nil, nil
+}
+
+// startFailure explains a failed fork as a *StartError.
+func (r *Reaper) startFailure(spec Spec, cg *cmdCgroup, err error) error {
+	argv0 := spec.Argv[0]
+	var serr *StartError
+	switch {
+	case errors.Is(err, ErrClosed):
+		return ErrClosed
+	case errors.As(err, &serr):
+		serr.Path = argv0
+		return serr
+	}
+	errno := errnoOf(err)
+	if errno == unix.EAGAIN || errno == unix.ENOMEM {
+		return &StartError{Op: "exec", Path: argv0, Errno: errno, Limit: r.limitReport(cg)}
+	}
+	// The child reports a failed chdir and a failed execve the same way; tell
+	// them apart by checking the directory again (it passed the check before).
+	if spec.Dir != "" {
+		if derr := checkDir(spec.Dir); derr != 0 {
+			return &StartError{Op: "chdir", Path: spec.Dir, Errno: derr}
 		}
-		return fail(errno)
 	}
-	for _, f := range childFiles {
-		f.Close() // the slave of a PTY is listed three times; later Closes are no-ops
-	}
-	r.log.Debug("started", zap.Int("pid", pid), zap.String("argv0", argv0))
-	return p, nil
+	return &StartError{Op: "exec", Path: argv0, Errno: errno}
 }
 
 // checkDir returns the errno a chdir into dir would most likely fail with, or 0.
