@@ -653,11 +653,51 @@ func (t *cgroupTree) checkSelf() {
 		return
 	}
 	var buf [4096]byte
-	b, err := readSmall("/proc/self/cgroup", buf[:])
+	b, err := selfCgroup.read(buf[:])
 	if err != nil || unifiedLine(b) == *want {
 		return
 	}
 	t.relocate("the runtime was moved out of its cgroup leaf (into "+strings.TrimPrefix(unifiedLine(b), "0::")+"), by a command sharing its uid", false)
+}
+
+// selfCgroup is /proc/self/cgroup opened once per process (one fd, never
+// closed: the file describes the process, whatever Reaper or tree asks):
+// every fork reads it (checkSelf), and a pread of an open file costs no path
+// walk of /proc. The kernel regenerates the text at each read from offset 0,
+// so a move of the runtime shows at the next read.
+var selfCgroup selfCgroupFile
+
+type selfCgroupFile struct {
+	once sync.Once
+	fd   int // -1 when it could not be opened: read opens the path each time
+}
+
+func (f *selfCgroupFile) read(buf []byte) ([]byte, error) {
+	f.once.Do(func() {
+		fd, err := unix.Open("/proc/self/cgroup", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			fd = -1
+		}
+		f.fd = fd
+	})
+	if f.fd < 0 {
+		return readSmall("/proc/self/cgroup", buf)
+	}
+	n := 0
+	for n < len(buf) {
+		k, err := unix.Pread(f.fd, buf[n:], int64(n))
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if k == 0 {
+			break
+		}
+		n += k
+	}
+	return buf[:n], nil
 }
 
 // rebuild makes the tree's base and commands cgroups again where they are

@@ -290,12 +290,12 @@ func (r *Reaper) collect(p *Process) {
 	}
 	st.OOMKilled = p.oomKilled(st)
 	p.exit = st
+	close(p.done) // the owner goes on at once; the cleanup below is not its wait
 	if p.goneAtReap() {
 		// Nobody is left to signal and nobody can join an empty group:
 		// the pidfd and the cgroup are no longer needed.
 		p.Release()
 	}
-	close(p.done)
 }
 
 func exitStatus(ws unix.WaitStatus, ru *unix.Rusage) ExitStatus {
