@@ -112,6 +112,9 @@ type Process struct {
 	// it is about to collect, or collected): before its wait4, so that
 	// Exited never misses an exit between the zombie and the reaped state.
 	reaped atomic.Bool
+	// collectMu makes the reap loop's collect and the owner's Collect
+	// exclusive: exactly one of them collects and hands over the exit.
+	collectMu sync.Mutex
 	// reapable is false for a Process of no Reaper (Exited looks only at done).
 	reapable bool
 	// sigMu guards pidfd and cg against Release while a signal is sent.

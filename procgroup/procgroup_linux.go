@@ -275,27 +275,82 @@ func wait4(pid int) (ExitStatus, bool) {
 }
 
 // collect collects the registered p, whose leader is a zombie, and hands
-// its exit status over (Done).
+// its exit status over (Done), unless its owner collected it first
+// (Collect).
 func (r *Reaper) collect(p *Process) {
+	p.collectMu.Lock()
+	if p.reaped.Load() {
+		p.collectMu.Unlock() // the owner took it (Collect)
+		return
+	}
+	if !p.zombie() {
+		// The zombie the loop saw under this pid was collected by its
+		// owner, and the number is already another registered child's.
+		p.collectMu.Unlock()
+		return
+	}
 	p.reaped.Store(true) // before the wait4: Exited is never blind
 	st, ok := wait4(p.Pid)
-	r.procsMu.Lock()
-	delete(r.procs, p.Pid)
-	r.procsMu.Unlock()
 	if !ok {
-		// Not collectable after all (cannot happen: only this loop collects
-		// registered children); do not spin on it.
-		r.log.Error("a registered child could not be collected", zap.Int("pid", p.Pid))
-		st = ExitStatus{Code: -int(unix.SIGKILL), Signal: unix.SIGKILL}
+		p.reaped.Store(false) // cannot happen: it is a zombie, and ours to collect
+		p.collectMu.Unlock()
+		return
 	}
-	st.OOMKilled = p.oomKilled(st)
-	p.exit = st
-	close(p.done) // the owner goes on at once; the cleanup below is not its wait
+	r.handOver(p, st)
+	p.collectMu.Unlock()
 	if p.goneAtReap() {
 		// Nobody is left to signal and nobody can join an empty group:
 		// the pidfd and the cgroup are no longer needed.
 		p.Release()
 	}
+}
+
+// handOver unregisters p and publishes its exit status (Done).
+func (r *Reaper) handOver(p *Process, st ExitStatus) {
+	r.procsMu.Lock()
+	delete(r.procs, p.Pid)
+	r.procsMu.Unlock()
+	st.OOMKilled = p.oomKilled(st)
+	p.exit = st
+	close(p.done)
+}
+
+// Collect collects the leader's exit status in the caller's goroutine when
+// the leader has exited (is a zombie) and nobody has collected it yet, and
+// reports whether Done is closed now. It never waits for the leader. The
+// owner of a command calls it when its pipes reach EOF (the kernel closes an
+// exiting process's files just before it becomes a zombie), so that the exit
+// does not wait for the hand-off SIGCHLD → signal goroutine → reap loop →
+// Done. The reap loop and Collect exclude each other per process
+// (collectMu); the Process is not released here (the owner's Release does
+// that).
+func (p *Process) Collect() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+	}
+	if !p.reapable || p.r == nil {
+		return false
+	}
+	p.collectMu.Lock()
+	defer p.collectMu.Unlock()
+	if p.reaped.Load() {
+		return true // the loop has just handed it over
+	}
+	if !p.zombie() {
+		return false
+	}
+	p.reaped.Store(true) // before the wait4: Exited is never blind
+	st, ok := wait4(p.Pid)
+	if !ok {
+		// Cannot happen (it is a zombie and only collectMu's holder
+		// collects it); let the loop see what the kernel has.
+		p.reaped.Store(false)
+		return false
+	}
+	p.r.handOver(p, st)
+	return true
 }
 
 func exitStatus(ws unix.WaitStatus, ru *unix.Rusage) ExitStatus {
@@ -935,9 +990,8 @@ func (p *Process) Terminate(ctx context.Context, grace time.Duration) {
 }
 
 // zombie reports whether the leader has exited and waits to be reaped:
-// waitid(P_PID, WEXITED|WNOHANG|WNOWAIT) leaves it for the Reaper. The caller
-// holds forkMu's read lock, so the leader cannot be reaped (and its pid
-// reused) meanwhile.
+// waitid(P_PID, WEXITED|WNOHANG|WNOWAIT) leaves it for the Reaper. The pid
+// is the leader's while reaped is false (see Exited), or under collectMu.
 func (p *Process) zombie() bool {
 	var info unix.Siginfo
 	err := unix.Waitid(unix.P_PID, p.Pid, &info, unix.WEXITED|unix.WNOHANG|unix.WNOWAIT|unix.WALL, nil)

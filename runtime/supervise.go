@@ -16,7 +16,10 @@ import (
 // it, with one set of rules. It runs in the owner goroutine of the process
 // (the command's run, or the request goroutine of /execute): the only other
 // goroutines are the pipe readers and, once an end is requested, the one
-// that signals the group (Terminate).
+// that signals the group (Terminate). When the pipes reach EOF first (the
+// usual order: the kernel closes an exiting process's files before it makes
+// it a zombie), the owner collects the leader's exit itself
+// (procgroup.Process.Collect) instead of waiting for the Reaper's hand-off.
 //
 // The rules:
 //
@@ -111,18 +114,27 @@ func (s *supervision) run() supervised {
 			g.Stop()
 		}
 	}()
+	exited := func() {
+		leaderDone = nil
+		if s.leaderExited != nil {
+			s.leaderExited()
+		}
+		if !s.untilEOF || terminated != nil {
+			startGrace()
+		}
+	}
 	for leaderDone != nil || (pipesOpen && (grace != nil || !graceStarted)) {
 		select {
 		case <-leaderDone:
-			leaderDone = nil
-			if s.leaderExited != nil {
-				s.leaderExited()
-			}
-			if !s.untilEOF || terminated != nil {
-				startGrace()
-			}
+			exited()
 		case <-pipesDone:
 			pipesDone, pipesOpen = nil, false
+			// EOF usually means the leader is exiting: take its exit here
+			// when it is already a zombie, rather than after the Reaper's
+			// hand-off.
+			if leaderDone != nil && p.Collect() {
+				exited()
+			}
 		case <-grace:
 			grace = nil // stop collecting: a background member holds the pipes
 		case <-timeout.C:
