@@ -535,9 +535,9 @@ func readSmall(path string, buf []byte) ([]byte, error) {
 	return buf[:n], nil
 }
 
-// release hands the cgroup to the worker for removal (it is often called by
-// the reaper, which holds forkMu's write lock and so holds up every Start), or
-// removes it at once when the worker is gone. One that still has members is
+// release hands the cgroup to the worker for removal (batched, off the
+// path of the requests), or removes it at once when the worker is gone; one
+// rmdir'd at the leader's reap already (removed) needs nothing. One that still has members is
 // kept for a later try.
 func (t *cgroupTree) release(c *cmdCgroup) {
 	if c.removed {

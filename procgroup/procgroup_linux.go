@@ -51,8 +51,9 @@ var active atomic.Bool
 // Reaper is the only place of the process that calls wait4. It marks the process
 // a child subreaper and runs one goroutine that, on every SIGCHLD (and every
 // 10 s as a safety net), reaps every child that has exited: exit statuses of
-// processes started with Start are dispatched to their Process; any other child
-// (an orphan reparented to us) is reaped and counted.
+// processes started with Start are dispatched to their Process, unless the
+// Process's owner collected it first (Process.Collect); any other child (an
+// orphan reparented to us) is reaped and counted.
 //
 // Nothing else in the process may wait for children: exec.Cmd.Wait, os.Process.Wait
 // or signal.Ignore(SIGCHLD) would steal or discard exit statuses.
@@ -60,8 +61,9 @@ type Reaper struct {
 	log *zap.Logger
 
 	// forkMu is read-locked by Start across fork+registration and write-locked by the
-	// reap loop around its wait4 loop, so a child can never be reaped before it is
-	// registered. It also guards closed.
+	// reap loop only to collect a zombie that nobody registered (an orphan), so a
+	// child can never be reaped before it is registered; registered children are
+	// collected without it. It also guards closed.
 	forkMu sync.RWMutex
 	closed bool
 
@@ -183,8 +185,8 @@ func (r *Reaper) loop() {
 // reap collects every child that has exited. It looks at the next zombie
 // without collecting it (waitid WNOWAIT): a child registered by Start is
 // collected at once, without forkMu, since its pid cannot be anyone else's
-// until it is collected, and only the reap loop collects registered
-// children. Only a zombie nobody registered (an orphan, or a child whose
+// until it is collected, and only the reap loop and the owner's Collect
+// (exclusive per process: collectMu) collect registered children. Only a zombie nobody registered (an orphan, or a child whose
 // Start is between fork and registration) takes forkMu's write lock, which
 // waits out the forks in progress; what is still unregistered then is an
 // orphan. The work of a registered exit (OOM attribution, the group and
