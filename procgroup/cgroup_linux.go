@@ -131,8 +131,9 @@ func (s *seqCounter) next() uint64 {
 
 // cmdCgroup is the cgroup of one command.
 type cmdCgroup struct {
-	dir string
-	mem bool // it has memory.events
+	dir     string
+	mem     bool // it has memory.events
+	removed bool // rmdir'd already (at the leader's reap); guarded by the Process's sigMu
 }
 
 // pooledCgroup is an empty command cgroup made ahead of its command, and its
@@ -534,11 +535,14 @@ func readSmall(path string, buf []byte) ([]byte, error) {
 	return buf[:n], nil
 }
 
-// release hands the cgroup to the worker for removal (it is often called by
-// the reaper, which holds forkMu's write lock and so holds up every Start), or
-// removes it at once when the worker is gone. One that still has members is
+// release hands the cgroup to the worker for removal (batched, off the
+// path of the requests), or removes it at once when the worker is gone; one
+// rmdir'd at the leader's reap already (removed) needs nothing. One that still has members is
 // kept for a later try.
 func (t *cgroupTree) release(c *cmdCgroup) {
+	if c.removed {
+		return
+	}
 	t.mu.Lock()
 	if !t.stopped && t.quit != nil {
 		// Removed in batches too: at the worker's next refill, or now when
@@ -649,11 +653,51 @@ func (t *cgroupTree) checkSelf() {
 		return
 	}
 	var buf [4096]byte
-	b, err := readSmall("/proc/self/cgroup", buf[:])
+	b, err := selfCgroup.read(buf[:])
 	if err != nil || unifiedLine(b) == *want {
 		return
 	}
 	t.relocate("the runtime was moved out of its cgroup leaf (into "+strings.TrimPrefix(unifiedLine(b), "0::")+"), by a command sharing its uid", false)
+}
+
+// selfCgroup is /proc/self/cgroup opened once per process (one fd, never
+// closed: the file describes the process, whatever Reaper or tree asks):
+// every fork reads it (checkSelf), and a pread of an open file costs no path
+// walk of /proc. The kernel regenerates the text at each read from offset 0,
+// so a move of the runtime shows at the next read.
+var selfCgroup selfCgroupFile
+
+type selfCgroupFile struct {
+	once sync.Once
+	fd   int // -1 when it could not be opened: read opens the path each time
+}
+
+func (f *selfCgroupFile) read(buf []byte) ([]byte, error) {
+	f.once.Do(func() {
+		fd, err := unix.Open("/proc/self/cgroup", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			fd = -1
+		}
+		f.fd = fd
+	})
+	if f.fd < 0 {
+		return readSmall("/proc/self/cgroup", buf)
+	}
+	n := 0
+	for n < len(buf) {
+		k, err := unix.Pread(f.fd, buf[n:], int64(n))
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if k == 0 {
+			break
+		}
+		n += k
+	}
+	return buf[:n], nil
 }
 
 // rebuild makes the tree's base and commands cgroups again where they are
@@ -925,8 +969,17 @@ func daemonLeaves(base string) (leaves []string, occupied bool) {
 
 // rmTree removes the cgroup dir and every cgroup below it, deepest first
 // (rmdir removes only a cgroup without children and processes). Gone
-// already is success; the first cgroup that cannot go is the error.
+// already is success; the first cgroup that cannot go is the error. It
+// tries the rmdir first and reads the directory only when that fails with
+// EBUSY (children, or members): a command's cgroup rarely has children.
 func rmTree(dir string) error {
+	err := unix.Rmdir(dir)
+	if err == nil || err == unix.ENOENT {
+		return nil
+	}
+	if err != unix.EBUSY {
+		return err
+	}
 	ents, err := os.ReadDir(dir)
 	if err != nil {
 		if os.IsNotExist(err) {
@@ -934,17 +987,36 @@ func rmTree(dir string) error {
 		}
 		return err
 	}
+	sub := false
 	for _, e := range ents {
 		if e.IsDir() {
+			sub = true
 			if err := rmTree(filepath.Join(dir, e.Name())); err != nil {
 				return err
 			}
 		}
 	}
+	if !sub {
+		return unix.EBUSY // members, no children: nothing else to try
+	}
 	if err := unix.Rmdir(dir); err != nil && err != unix.ENOENT {
 		return err
 	}
 	return nil
+}
+
+// removeIfEmpty removes the command cgroup when it holds nothing, and
+// reports whether it has gone: EBUSY says it is populated (or has cgroups
+// of its own, which rmTree takes care of later), without reading
+// cgroup.events.
+func (c *cmdCgroup) removeIfEmpty() bool {
+	switch err := unix.Rmdir(c.dir); err {
+	case nil, unix.ENOENT:
+		c.removed = true
+		return true
+	default:
+		return false
+	}
 }
 
 // waitUnpopulated waits (at most d) until the cgroup dir and its subtree

@@ -108,10 +108,15 @@ type Process struct {
 	done chan struct{} // closed by the Reaper once the leader has been reaped
 	exit ExitStatus    // written before done is closed
 
-	// reapMu is the Reaper's forkMu: a reap pass holds its write side from the
-	// wait4 that collects the leader until done is closed.
-	reapMu *sync.RWMutex
-
+	// reaped is set by the Reaper once it has seen the leader exit (a zombie
+	// it is about to collect, or collected): before its wait4, so that
+	// Exited never misses an exit between the zombie and the reaped state.
+	reaped atomic.Bool
+	// collectMu makes the reap loop's collect and the owner's Collect
+	// exclusive: exactly one of them collects and hands over the exit.
+	collectMu sync.Mutex
+	// reapable is false for a Process of no Reaper (Exited looks only at done).
+	reapable bool
 	// sigMu guards pidfd and cg against Release while a signal is sent.
 	sigMu sync.Mutex
 	pidfd int         // pidfd of the leader, opened before it can be reaped; -1 once released (or none)
@@ -124,24 +129,27 @@ type Process struct {
 }
 
 // Exited reports whether the leader has exited: the Reaper has collected its
-// exit status, or it is a zombie the Reaper has not collected yet. Unlike a
-// non-blocking receive on Done, it waits for a reap pass in progress, so it
-// is ordered after the kernel's view: once the leader is a zombie (it ended
+// exit status (or is collecting it), or it is a zombie the Reaper has not
+// collected yet. Unlike a non-blocking receive on Done, it is ordered after
+// the kernel's view, not after the Reaper's hand-off: once the leader is a zombie (it ended
 // on its own), or was reaped so that kill(Pid, 0) fails with ESRCH, Exited
 // returns true. It never reaps.
 func (p *Process) Exited() bool {
-	if p.reapMu != nil {
-		p.reapMu.RLock()
-		defer p.reapMu.RUnlock()
-	}
 	select {
 	case <-p.done:
 		return true
 	default:
-		// Not reaped: with the read lock held the Reaper cannot reap it now,
-		// so the pid is still the leader's.
-		return p.reapMu != nil && p.zombie()
 	}
+	if !p.reapable {
+		return false
+	}
+	if p.reaped.Load() {
+		return true
+	}
+	// Not reaped yet: the Reaper marks reaped before it collects the
+	// leader, so either the pid is still the leader's (a zombie or alive)
+	// or the mark is visible now.
+	return p.zombie() || p.reaped.Load()
 }
 
 // Done returns a channel closed once the leader has been reaped. If the Reaper is

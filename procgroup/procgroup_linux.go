@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
@@ -50,8 +51,9 @@ var active atomic.Bool
 // Reaper is the only place of the process that calls wait4. It marks the process
 // a child subreaper and runs one goroutine that, on every SIGCHLD (and every
 // 10 s as a safety net), reaps every child that has exited: exit statuses of
-// processes started with Start are dispatched to their Process; any other child
-// (an orphan reparented to us) is reaped and counted.
+// processes started with Start are dispatched to their Process, unless the
+// Process's owner collected it first (Process.Collect); any other child (an
+// orphan reparented to us) is reaped and counted.
 //
 // Nothing else in the process may wait for children: exec.Cmd.Wait, os.Process.Wait
 // or signal.Ignore(SIGCHLD) would steal or discard exit statuses.
@@ -59,8 +61,9 @@ type Reaper struct {
 	log *zap.Logger
 
 	// forkMu is read-locked by Start across fork+registration and write-locked by the
-	// reap loop around its wait4 loop, so a child can never be reaped before it is
-	// registered. It also guards closed.
+	// reap loop only to collect a zombie that nobody registered (an orphan), so a
+	// child can never be reaped before it is registered; registered children are
+	// collected without it. It also guards closed.
 	forkMu sync.RWMutex
 	closed bool
 
@@ -179,47 +182,45 @@ func (r *Reaper) loop() {
 	}
 }
 
-// reap collects every child that has exited, holding forkMu's write lock so that no
-// fork is between fork and registration.
+// reap collects every child that has exited. It looks at the next zombie
+// without collecting it (waitid WNOWAIT): a child registered by Start is
+// collected at once, without forkMu, since its pid cannot be anyone else's
+// until it is collected, and only the reap loop and the owner's Collect
+// (exclusive per process: collectMu) collect registered children. Only a zombie nobody registered (an orphan, or a child whose
+// Start is between fork and registration) takes forkMu's write lock, which
+// waits out the forks in progress; what is still unregistered then is an
+// orphan. The work of a registered exit (OOM attribution, the group and
+// cgroup check, Release) runs under no lock.
 func (r *Reaper) reap() {
-	r.forkMu.Lock()
-	defer r.forkMu.Unlock()
 	orphans := 0
 	for {
-		var ws unix.WaitStatus
-		var ru unix.Rusage
-		pid, err := unix.Wait4(-1, &ws, unix.WNOHANG|unix.WALL, &ru)
-		if err == unix.EINTR {
-			continue
-		}
-		if err != nil {
-			if err != unix.ECHILD {
-				r.log.Error("wait4 failed", zap.Error(err))
-			}
-			break
-		}
+		pid := nextZombie()
 		if pid <= 0 {
 			break
 		}
-		st := exitStatus(ws, &ru)
 		r.procsMu.Lock()
 		p := r.procs[pid]
-		delete(r.procs, pid)
 		r.procsMu.Unlock()
-		if p == nil {
+		if p != nil {
+			r.collect(p)
+			continue
+		}
+		r.forkMu.Lock()
+		r.procsMu.Lock()
+		p = r.procs[pid]
+		r.procsMu.Unlock()
+		if p != nil {
+			r.forkMu.Unlock()
+			r.collect(p)
+			continue
+		}
+		st, ok := wait4(pid)
+		r.forkMu.Unlock()
+		if ok {
 			orphans++
 			r.orphans.Add(1)
 			r.log.Debug("orphan reaped", zap.Int("pid", pid), zap.Int("code", st.Code))
-			continue
 		}
-		st.OOMKilled = p.oomKilled(st)
-		p.exit = st
-		if p.gone() {
-			// Nobody is left to signal and nobody can join an empty group:
-			// the pidfd and the cgroup are no longer needed.
-			p.Release()
-		}
-		close(p.done)
 	}
 	if orphans > 0 && r.cg != nil {
 		r.cg.sweep() // an orphan that left may have been a cgroup's last member
@@ -230,6 +231,128 @@ func (r *Reaper) reap() {
 		r.notify = make(chan struct{})
 		r.notifyMu.Unlock()
 	}
+}
+
+// nextZombie returns the pid of a child that has exited and waits to be
+// collected, or 0 when there is none (or no child at all).
+func nextZombie() int {
+	for {
+		var info unix.Siginfo
+		err := unix.Waitid(unix.P_ALL, 0, &info, unix.WEXITED|unix.WNOHANG|unix.WNOWAIT|unix.WALL, nil)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil || info.Signo == 0 {
+			return 0
+		}
+		return int(siginfoPid(&info))
+	}
+}
+
+// siginfoPid is si_pid of a SIGCHLD siginfo: the first field of the union,
+// which follows si_signo, si_errno and si_code (and, on 64-bit Linux, 4
+// bytes of padding that align the union to 8).
+func siginfoPid(info *unix.Siginfo) int32 {
+	off := uintptr(12)
+	if unsafe.Sizeof(uintptr(0)) == 8 {
+		off = 16
+	}
+	return *(*int32)(unsafe.Add(unsafe.Pointer(info), off))
+}
+
+// wait4 collects the zombie pid, with its rusage.
+func wait4(pid int) (ExitStatus, bool) {
+	for {
+		var ws unix.WaitStatus
+		var ru unix.Rusage
+		got, err := unix.Wait4(pid, &ws, unix.WNOHANG|unix.WALL, &ru)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil || got != pid {
+			return ExitStatus{}, false
+		}
+		return exitStatus(ws, &ru), true
+	}
+}
+
+// collect collects the registered p, whose leader is a zombie, and hands
+// its exit status over (Done), unless its owner collected it first
+// (Collect).
+func (r *Reaper) collect(p *Process) {
+	p.collectMu.Lock()
+	if p.reaped.Load() {
+		p.collectMu.Unlock() // the owner took it (Collect)
+		return
+	}
+	if !p.zombie() {
+		// The zombie the loop saw under this pid was collected by its
+		// owner, and the number is already another registered child's.
+		p.collectMu.Unlock()
+		return
+	}
+	p.reaped.Store(true) // before the wait4: Exited is never blind
+	st, ok := wait4(p.Pid)
+	if !ok {
+		p.reaped.Store(false) // cannot happen: it is a zombie, and ours to collect
+		p.collectMu.Unlock()
+		return
+	}
+	r.handOver(p, st)
+	p.collectMu.Unlock()
+	if p.goneAtReap() {
+		// Nobody is left to signal and nobody can join an empty group:
+		// the pidfd and the cgroup are no longer needed.
+		p.Release()
+	}
+}
+
+// handOver unregisters p and publishes its exit status (Done).
+func (r *Reaper) handOver(p *Process, st ExitStatus) {
+	r.procsMu.Lock()
+	delete(r.procs, p.Pid)
+	r.procsMu.Unlock()
+	st.OOMKilled = p.oomKilled(st)
+	p.exit = st
+	close(p.done)
+}
+
+// Collect collects the leader's exit status in the caller's goroutine when
+// the leader has exited (is a zombie) and nobody has collected it yet, and
+// reports whether Done is closed now. It never waits for the leader. The
+// owner of a command calls it when its pipes reach EOF (the kernel closes an
+// exiting process's files just before it becomes a zombie), so that the exit
+// does not wait for the hand-off SIGCHLD → signal goroutine → reap loop →
+// Done. The reap loop and Collect exclude each other per process
+// (collectMu); the Process is not released here (the owner's Release does
+// that).
+func (p *Process) Collect() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+	}
+	if !p.reapable || p.r == nil {
+		return false
+	}
+	p.collectMu.Lock()
+	defer p.collectMu.Unlock()
+	if p.reaped.Load() {
+		return true // the loop has just handed it over
+	}
+	if !p.zombie() {
+		return false
+	}
+	p.reaped.Store(true) // before the wait4: Exited is never blind
+	st, ok := wait4(p.Pid)
+	if !ok {
+		// Cannot happen (it is a zombie and only collectMu's holder
+		// collects it); let the loop see what the kernel has.
+		p.reaped.Store(false)
+		return false
+	}
+	p.r.handOver(p, st)
+	return true
 }
 
 func exitStatus(ws unix.WaitStatus, ru *unix.Rusage) ExitStatus {
@@ -250,104 +373,151 @@ func exitStatus(ws unix.WaitStatus, ru *unix.Rusage) ExitStatus {
 
 // Start forks and execs spec as the leader of a new process group (pgid == pid),
 // with stdout and stderr as two pipes and stdin as a pipe or /dev/null. The process
-// is registered with the Reaper before the reap loop can run again, so its exit is
+// is registered with the Reaper before the reap loop can collect it, so its exit is
 // never missed, however short-lived it is.
 //
 // A failure to start returns a *StartError (or ErrClosed) and leaves nothing behind:
 // no file descriptor, no zombie, no registration.
+//
+// Its steps, as os/exec splits Start: check the request and find the program
+// (resolve), make the child's stdio (newStdio), fork into the command's
+// cgroup and register (fork), and explain a failure (startFailure).
 func (r *Reaper) Start(spec Spec) (*Process, error) {
+	path, serr := resolve(spec)
+	if serr != nil {
+		return nil, serr
+	}
+	io, errno := newStdio(spec)
+	if errno != 0 {
+		return nil, &StartError{Op: "exec", Path: spec.Argv[0], Errno: errno}
+	}
+	attr := &syscall.ProcAttr{Dir: spec.Dir, Env: spec.Env, Files: io.fds(), Sys: io.sys}
+	p, cg, err := r.fork(path, spec.Argv, attr, io)
+	if err != nil {
+		io.closeAll()
+		return nil, r.startFailure(spec, cg, err)
+	}
+	io.closeChild()
+	r.log.Debug("started", zap.Int("pid", p.Pid), zap.String("argv0", spec.Argv[0]))
+	return p, nil
+}
+
+// resolve checks what the kernel would refuse late or ambiguously (NUL
+// bytes, the working directory) and finds the program on PATH.
+func resolve(spec Spec) (string, *StartError) {
 	if len(spec.Argv) == 0 {
-		return nil, &StartError{Op: "exec", Errno: unix.EINVAL}
+		return "", &StartError{Op: "exec", Errno: unix.EINVAL}
 	}
 	argv0 := spec.Argv[0]
-	for _, s := range spec.Argv {
-		if strings.IndexByte(s, 0) >= 0 {
-			return nil, &StartError{Op: "exec", Path: argv0, Errno: unix.EINVAL}
-		}
-	}
-	for _, s := range spec.Env {
-		if strings.IndexByte(s, 0) >= 0 {
-			return nil, &StartError{Op: "exec", Path: argv0, Errno: unix.EINVAL}
+	for _, list := range [][]string{spec.Argv, spec.Env} {
+		for _, s := range list {
+			if strings.IndexByte(s, 0) >= 0 {
+				return "", &StartError{Op: "exec", Path: argv0, Errno: unix.EINVAL}
+			}
 		}
 	}
 	if spec.Dir != "" {
 		if errno := checkDir(spec.Dir); errno != 0 {
-			return nil, &StartError{Op: "chdir", Path: spec.Dir, Errno: errno}
+			return "", &StartError{Op: "chdir", Path: spec.Dir, Errno: errno}
 		}
 	}
 	path, errno := lookPath(argv0, pathFromEnv(spec.Env), spec.Dir)
 	if errno != 0 {
-		return nil, &StartError{Op: "exec", Path: argv0, Errno: errno}
+		return "", &StartError{Op: "exec", Path: argv0, Errno: errno}
 	}
+	return path, nil
+}
 
-	var parentFiles, childFiles []*os.File
-	closeAll := func() {
-		for _, f := range parentFiles {
-			f.Close()
-		}
-		for _, f := range childFiles {
-			f.Close()
-		}
+// stdio is the child's fds 0-2 and the parent's ends of them.
+type stdio struct {
+	parent, child []*os.File
+	stdin, master *os.File
+	out           [2]*os.File // stdout, stderr read ends (none with a PTY)
+	input         fileID
+	sys           *syscall.SysProcAttr
+}
+
+// newStdio makes the terminal, or the stdin pipe (or /dev/null) and the two
+// output pipes. On failure nothing is left open.
+func newStdio(spec Spec) (*stdio, syscall.Errno) {
+	io := &stdio{sys: &syscall.SysProcAttr{Setpgid: true}}
+	fail := func(err error) (*stdio, syscall.Errno) {
+		io.closeAll()
+		return nil, errnoOf(err)
 	}
-	fail := func(errno syscall.Errno) (*Process, error) {
-		closeAll()
-		return nil, &StartError{Op: "exec", Path: argv0, Errno: errno}
-	}
-	var stdin, master *os.File
-	var input fileID
-	sys := &syscall.SysProcAttr{Setpgid: true}
-	if spec.PTY != nil {
+	switch {
+	case spec.PTY != nil:
 		m, slave, err := openPTY(*spec.PTY)
 		if err != nil {
-			return fail(errnoOf(err))
+			return fail(err)
 		}
-		parentFiles = append(parentFiles, m)
-		childFiles = append(childFiles, slave, slave, slave)
-		master, input = m, idOf(slave)
+		io.parent = append(io.parent, m)
+		io.child = append(io.child, slave, slave, slave)
+		io.master, io.input = m, idOf(slave)
 		// setsid makes it a group leader too; the terminal becomes the
 		// controlling terminal of the new session (child fd 0).
-		sys = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
-	} else if spec.Stdin {
+		io.sys = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+		return io, 0
+	case spec.Stdin:
 		pr, pw, err := os.Pipe()
 		if err != nil {
-			return fail(errnoOf(err))
+			return fail(err)
 		}
-		childFiles = append(childFiles, pr)
-		parentFiles = append(parentFiles, pw)
-		stdin, input = pw, idOf(pw)
-	} else {
+		io.child = append(io.child, pr)
+		io.parent = append(io.parent, pw)
+		io.stdin, io.input = pw, idOf(pw)
+	default:
 		devnull, err := os.Open(os.DevNull)
 		if err != nil {
-			return fail(errnoOf(err))
+			return fail(err)
 		}
-		childFiles = append(childFiles, devnull)
+		io.child = append(io.child, devnull)
 	}
-	var out [2]*os.File
-	for i := range out {
-		if master != nil {
-			break
-		}
+	for i := range io.out {
 		pr, pw, err := os.Pipe()
 		if err != nil {
-			return fail(errnoOf(err))
+			return fail(err)
 		}
-		parentFiles = append(parentFiles, pr)
-		childFiles = append(childFiles, pw)
-		out[i] = pr
+		io.parent = append(io.parent, pr)
+		io.child = append(io.child, pw)
+		io.out[i] = pr
 	}
-	// Fd puts the child's ends in blocking mode (O_NONBLOCK is per open file
-	// description, so the parent's ends stay pollable).
-	fds := make([]uintptr, len(childFiles))
-	for i, f := range childFiles {
+	return io, 0
+}
+
+// fds is the child's fds for ProcAttr.Files. Fd puts the child's ends in
+// blocking mode (O_NONBLOCK is per open file description, so the parent's
+// ends stay pollable).
+func (io *stdio) fds() []uintptr {
+	fds := make([]uintptr, len(io.child))
+	for i, f := range io.child {
 		fds[i] = f.Fd()
 	}
-	attr := &syscall.ProcAttr{
-		Dir:   spec.Dir,
-		Env:   spec.Env,
-		Files: fds,
-		Sys:   sys,
-	}
+	return fds
+}
 
+// closeChild closes the child's ends once it has them (the slave of a PTY
+// is listed three times; later Closes are no-ops).
+func (io *stdio) closeChild() {
+	for _, f := range io.child {
+		f.Close()
+	}
+}
+
+// closeAll closes both ends: the start failed.
+func (io *stdio) closeAll() {
+	for _, f := range io.parent {
+		f.Close()
+	}
+	io.closeChild()
+}
+
+// fork forks into the command's cgroup (cgroup mode) and registers the
+// Process, all with forkMu read-locked, so that the reap loop cannot take
+// the child for an orphan before it is registered. On failure it returns
+// the command cgroup it used, if any (for the limit report), and the error:
+// a *StartError already explained, ErrClosed, or the fork's error.
+func (r *Reaper) fork(path string, argv []string, attr *syscall.ProcAttr, io *stdio) (*Process, *cmdCgroup, error) {
 	// The machine-wide OOM counter is the fallback for a command without a
 	// memory cgroup of its own; reading /proc/vmstat costs ~40 µs a command.
 	var oom oomBaseline
@@ -358,25 +528,21 @@ func (r *Reaper) Start(spec Spec) (*Process, error) {
 	r.forkSlots <- struct{}{}
 	defer func() { <-r.forkSlots }()
 	r.forkMu.RLock()
+	defer r.forkMu.RUnlock()
 	if r.closed {
-		r.forkMu.RUnlock()
-		closeAll()
-		return nil, ErrClosed
+		return nil, nil, ErrClosed
 	}
 	cg, cgfd := r.commandCgroup(attr.Sys)
 	if cg == nil && oom.file == "" {
 		oom = newOOMBaseline() // no cgroup of its own after all
 	}
-	// On an exec failure ForkExec reaps the child itself with wait4(pid); our loop
-	// cannot run meanwhile because we hold the read lock.
-	pid, err := syscall.ForkExec(path, spec.Argv, attr)
+	// On an exec failure ForkExec reaps the child itself with wait4(pid); the
+	// reap loop leaves an unregistered child alone while we hold the read lock.
+	pid, err := syscall.ForkExec(path, argv, attr)
 	if cg != nil {
 		var serr *StartError
-		if pid, err, cg, cgfd, serr = r.recoverFork(path, spec.Argv, attr, pid, err, cg, cgfd); serr != nil {
-			serr.Path = argv0
-			r.forkMu.RUnlock()
-			closeAll()
-			return nil, serr
+		if pid, err, cg, cgfd, serr = r.recoverFork(path, argv, attr, pid, err, cg, cgfd); serr != nil {
+			return nil, nil, serr
 		}
 	}
 	if err == unix.ENOSYS && cg != nil {
@@ -390,45 +556,49 @@ func (r *Reaper) Start(spec Spec) (*Process, error) {
 		if oom.file == "" {
 			oom = newOOMBaseline()
 		}
-		pid, err = syscall.ForkExec(path, spec.Argv, attr)
+		pid, err = syscall.ForkExec(path, argv, attr)
 	}
 	if cgfd >= 0 {
 		unix.Close(cgfd)
 	}
-	var p *Process
-	if err == nil {
-		p = &Process{Pid: pid, Stdin: stdin, Stdout: out[0], Stderr: out[1], PTY: master, input: input, done: make(chan struct{}), reapMu: &r.forkMu,
-			pidfd: openPidfd(pid), cg: cg, oom: oom, r: r}
-		r.procsMu.Lock()
-		r.procs[pid] = p
-		r.held[p] = struct{}{}
-		r.procsMu.Unlock()
-	} else if cg != nil {
-		unix.Rmdir(cg.dir)
-	}
-	r.forkMu.RUnlock()
-
 	if err != nil {
-		errno := errnoOf(err)
-		if errno == unix.EAGAIN || errno == unix.ENOMEM {
-			closeAll()
-			return nil, &StartError{Op: "exec", Path: argv0, Errno: errno, Limit: r.limitReport(cg)}
+		if cg != nil {
+			unix.Rmdir(cg.dir)
 		}
-		// The child reports a failed chdir and a failed execve the same way; tell
-		// them apart by checking the directory again (it passed the check above).
-		if spec.Dir != "" {
-			if derr := checkDir(spec.Dir); derr != 0 {
-				closeAll()
-				return nil, &StartError{Op: "chdir", Path: spec.Dir, Errno: derr}
-			}
+		return nil, cg, err
+	}
+	p := &Process{Pid: pid, Stdin: io.stdin, Stdout: io.out[0], Stderr: io.out[1], PTY: io.master, input: io.input,
+		done: make(chan struct{}), reapable: true, pidfd: openPidfd(pid), cg: cg, oom: oom, r: r}
+	r.procsMu.Lock()
+	r.procs[pid] = p
+	r.held[p] = struct{}{}
+	r.procsMu.Unlock()
+	return p, nil, nil
+}
+
+// startFailure explains a failed fork as a *StartError.
+func (r *Reaper) startFailure(spec Spec, cg *cmdCgroup, err error) error {
+	argv0 := spec.Argv[0]
+	var serr *StartError
+	switch {
+	case errors.Is(err, ErrClosed):
+		return ErrClosed
+	case errors.As(err, &serr):
+		serr.Path = argv0
+		return serr
+	}
+	errno := errnoOf(err)
+	if errno == unix.EAGAIN || errno == unix.ENOMEM {
+		return &StartError{Op: "exec", Path: argv0, Errno: errno, Limit: r.limitReport(cg)}
+	}
+	// The child reports a failed chdir and a failed execve the same way; tell
+	// them apart by checking the directory again (it passed the check before).
+	if spec.Dir != "" {
+		if derr := checkDir(spec.Dir); derr != 0 {
+			return &StartError{Op: "chdir", Path: spec.Dir, Errno: derr}
 		}
-		return fail(errno)
 	}
-	for _, f := range childFiles {
-		f.Close() // the slave of a PTY is listed three times; later Closes are no-ops
-	}
-	r.log.Debug("started", zap.Int("pid", pid), zap.String("argv0", argv0))
-	return p, nil
+	return &StartError{Op: "exec", Path: argv0, Errno: errno}
 }
 
 // checkDir returns the errno a chdir into dir would most likely fail with, or 0.
@@ -575,7 +745,7 @@ func (p *Process) kill() {
 	p.sigMu.Lock()
 	defer p.sigMu.Unlock()
 	p.sentKill.Store(true)
-	if p.cg != nil && !p.released {
+	if p.cg != nil && !p.released && !p.cg.removed {
 		if p.r != nil {
 			p.r.cg.checkSelf() // never in the cgroup it is about to kill
 		}
@@ -602,6 +772,27 @@ func (p *Process) gone() bool {
 		return p.sessionEmpty()
 	}
 	return p.signalLocked(0) == ErrGroupGone
+}
+
+// goneAtReap is gone for the leader's reap, the path of every command: the
+// group (or session) is asked first, and the cgroup is not read but
+// removed, when it can be: an rmdir that fails with EBUSY says it is
+// populated. A command whose group is empty and whose cgroup is gone needs
+// no Release of the cgroup later.
+func (p *Process) goneAtReap() bool {
+	p.sigMu.Lock()
+	defer p.sigMu.Unlock()
+	if p.released {
+		return true
+	}
+	if p.PTY != nil {
+		if !p.sessionEmpty() {
+			return false
+		}
+	} else if p.signalLocked(0) != ErrGroupGone {
+		return false
+	}
+	return p.cg == nil || p.cg.removeIfEmpty()
 }
 
 // groupEmpty is gone (kept for the Terminate loop's readability).
@@ -801,9 +992,8 @@ func (p *Process) Terminate(ctx context.Context, grace time.Duration) {
 }
 
 // zombie reports whether the leader has exited and waits to be reaped:
-// waitid(P_PID, WEXITED|WNOHANG|WNOWAIT) leaves it for the Reaper. The caller
-// holds forkMu's read lock, so the leader cannot be reaped (and its pid
-// reused) meanwhile.
+// waitid(P_PID, WEXITED|WNOHANG|WNOWAIT) leaves it for the Reaper. The pid
+// is the leader's while reaped is false (see Exited), or under collectMu.
 func (p *Process) zombie() bool {
 	var info unix.Siginfo
 	err := unix.Waitid(unix.P_PID, p.Pid, &info, unix.WEXITED|unix.WNOHANG|unix.WNOWAIT|unix.WALL, nil)

@@ -625,3 +625,78 @@ func TestShortLivedUnderReapPressure(t *testing.T) {
 		t.Errorf("OrphansReaped = %d; want %d: %v", r.OrphansReaped(), n, err)
 	}
 }
+
+// TestCollectInTheOwner: Collect takes the leader's exit in the caller's
+// goroutine once it is a zombie, never waits for a live leader (one that
+// closed its output early), and races the reap loop without losing or
+// doubling an exit: every status is the child's own, and none is counted
+// as an orphan.
+func TestCollectInTheOwner(t *testing.T) {
+	r := newReaper(t)
+	// A leader that closed stdout and stderr and waits on stdin: EOF on the
+	// pipes, and no exit to collect.
+	p := start(t, r, Spec{Argv: []string{"sh", "-c", "exec >&- 2>&-; read x; exit 3"}, Stdin: true})
+	collect(p)
+	if p.Collect() {
+		t.Fatal("Collect answered true for a leader that is still alive")
+	}
+	select {
+	case <-p.Done():
+		t.Fatal("Done closed for a leader that is still alive")
+	default:
+	}
+	p.Stdin.Close()
+	if st := waitCollected(t, p); st.Code != 3 {
+		t.Fatalf("exit %d; want 3", st.Code)
+	}
+	p.Release()
+
+	orphans := r.OrphansReaped()
+	const workers, rounds = 4, 10
+	var wg sync.WaitGroup
+	errs := make(chan error, workers*rounds)
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range rounds {
+				code := (w*rounds + i) % 100
+				p, err := r.Start(Spec{Argv: []string{"sh", "-c", "echo hi; exit " + strconv.Itoa(code)}})
+				if err != nil {
+					errs <- err
+					return
+				}
+				collect(p)
+				if st := waitCollected(t, p); st.Code != code {
+					errs <- fmt.Errorf("pid %d: exit %d; want %d", p.Pid, st.Code, code)
+				}
+				p.Release()
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if got := r.OrphansReaped(); got != orphans {
+		t.Errorf("%d orphans reaped during the rounds; want none (an exit was collected twice or lost to the loop)", got-orphans)
+	}
+}
+
+// waitCollected calls Collect until it answers true or Done is closed, and
+// returns the exit status.
+func waitCollected(t *testing.T, p *Process) ExitStatus {
+	deadline := time.After(waitTimeout)
+	for !p.Collect() {
+		select {
+		case <-p.Done():
+			return p.Exit()
+		case <-time.After(time.Millisecond): // the next look at the zombie
+		case <-deadline:
+			t.Errorf("pid %d not collected within %v", p.Pid, waitTimeout)
+			return ExitStatus{}
+		}
+	}
+	return p.Exit()
+}

@@ -298,95 +298,40 @@ func (c *Command) requestEnd(why cause) {
 	close(c.endCh)
 }
 
-// run is the owner goroutine: it pumps output, enforces the timeout and the
-// end-of-command rule, and finalises the command.
+// run is the owner goroutine: it pumps output, has the supervisor
+// (supervise.go) enforce the timeout and the end-of-command rules, and
+// finalises the command.
 func (c *Command) run(p *procgroup.Process) {
 	defer c.m.wg.Done()
-	// The last pump to return closes pipesDone itself: no goroutine waits
-	// on the WaitGroup just to close it (one hand-off less per command).
-	var pumps sync.WaitGroup
-	pipesDone := make(chan struct{})
-	var left atomic.Int32
-	pumpDone := func() {
-		if left.Add(-1) == 0 {
-			close(pipesDone)
-		}
-		pumps.Done()
-	}
+	var pumps pumpSet
+	var files []*os.File
 	if p.PTY != nil {
 		// One stream, read until EIO: every holder of the terminal closed it.
-		pumps.Add(1)
-		left.Store(1)
-		go c.pump(p.PTY, ringbuf.PTY, pumpDone)
+		pumps.add(1)
+		files = []*os.File{p.PTY}
+		go c.pump(p.PTY, ringbuf.PTY, pumps.finished)
 		c.m.wg.Add(1) // the owner holds a count: Shutdown's Wait cannot have returned
 		go c.writeStdin(p.PTY)
 	} else {
-		pumps.Add(2)
-		left.Store(2)
-		go c.pump(p.Stdout, ringbuf.Stdout, pumpDone)
-		go c.pump(p.Stderr, ringbuf.Stderr, pumpDone)
+		pumps.add(2)
+		files = []*os.File{p.Stdout, p.Stderr}
+		go c.pump(p.Stdout, ringbuf.Stdout, pumps.finished)
+		go c.pump(p.Stderr, ringbuf.Stderr, pumps.finished)
 	}
 	if p.Stdin != nil {
 		c.m.wg.Add(1)
 		go c.writeStdin(p.Stdin)
 	}
-
-	timeout := time.NewTimer(c.spec.timeout)
-	defer timeout.Stop()
-	var grace <-chan time.Time
-	var terminated chan struct{}
-	// The kill context (a goroutine watching Shutdown's kill deadline) is
-	// made when an end is requested, not for every command.
-	var termCtx context.Context
-	stopTerm := func() {}
-	defer func() { stopTerm() }()
-	leaderDone, endCh, shutdown, killNow := p.Done(), c.endCh, c.m.shutdownCh, c.m.killNow
-	pipesOpen := true
-	hurry := false // Shutdown's kill deadline has passed: no more grace
-	pipeGrace := func() *time.Timer {
-		if hurry {
-			return time.NewTimer(minPipeDrain)
-		}
-		return time.NewTimer(max(c.m.killGrace(), minPipeDrain))
-	}
-	var g *time.Timer
-	defer func() {
-		if g != nil {
-			g.Stop()
-		}
-	}()
-	for leaderDone != nil || (pipesOpen && grace != nil) {
-		select {
-		case <-leaderDone:
-			leaderDone = nil
+	s := supervision{
+		m: c.m, p: p, timeout: c.spec.timeout, pumps: &pumps, files: files,
+		endCh:      c.endCh,
+		requestEnd: c.requestEnd,
+		leaderExited: func() {
 			c.mu.Lock()
 			c.leaderExited = true
 			c.mu.Unlock()
-			// Wait for EOF on both pipes for the grace (at least a moment);
-			// a background member may hold them open. Whatever is in the pipes
-			// when the grace ends is still collected (see below).
-			g = pipeGrace()
-			grace = g.C
-		case <-pipesDone:
-			pipesDone, pipesOpen = nil, false
-		case <-grace:
-			grace = nil // stop collecting: a background child holds the pipes
-		case <-timeout.C:
-			c.requestEnd(causeTimeout)
-		case <-shutdown:
-			shutdown = nil
-			c.requestEnd(causeShutdown)
-		case <-killNow:
-			// Terminate (termCtx) sends SIGKILL now; the pipe grace shrinks
-			// to its minimum, so the command ends inside Shutdown's budget.
-			killNow, hurry = nil, true
-			if g != nil {
-				g.Stop()
-				g = pipeGrace()
-				grace = g.C
-			}
-		case <-endCh:
-			endCh = nil
+		},
+		ending: func() {
 			// The leader may have ended on its own since the end was
 			// requested (it is a zombie, or reaped): then it was not the
 			// request that ended it, and the state is exited. The group is
@@ -397,29 +342,13 @@ func (c *Command) run(p *procgroup.Process) {
 				c.leaderExited, c.cause = true, causeNone
 				c.mu.Unlock()
 			}
-			termCtx, stopTerm = c.m.killContext()
-			terminated = make(chan struct{})
-			go func() {
-				defer close(terminated)
-				p.Terminate(termCtx, c.m.killGrace())
-			}()
-		}
+		},
 	}
-	// If a background child still holds the pipes, stop the pumps: each takes
-	// what is already in its pipe (so nothing the leader wrote is lost, however
-	// late the pump was scheduled) and returns. Wait for them so that no Append
-	// happens after the ring is closed.
-	if pipesOpen {
-		now := time.Now()
-		p.Stdout.SetReadDeadline(now)
-		p.Stderr.SetReadDeadline(now)
-		if p.PTY != nil {
-			p.PTY.SetReadDeadline(now)
-		}
+	res := s.run()
+	if p.Stdout != nil {
+		p.Stdout.Close()
+		p.Stderr.Close()
 	}
-	pumps.Wait()
-	p.Stdout.Close()
-	p.Stderr.Close()
 	if p.PTY != nil {
 		// The last size is the one the program left (stty cols 50), though
 		// nobody looked since: take it while the terminal is open.
@@ -430,8 +359,8 @@ func (c *Command) run(p *procgroup.Process) {
 		}
 		p.PTY.Close() // hangs up the terminal: SIGHUP to what is left of the session
 	}
-	if terminated != nil {
-		<-terminated
+	if res.terminated != nil {
+		<-res.terminated
 	} else {
 		// An end was requested but the process ended on its own before the
 		// owner signalled anything: it was not cancelled, timed out or terminated.

@@ -2,7 +2,9 @@ package runtime
 
 import (
 	"context"
+	"errors"
 	"io"
+	"os"
 	"sync"
 	"time"
 
@@ -176,61 +178,36 @@ func (m *Manager) execute(argv []string, timeout time.Duration) (ExecResult, err
 
 	limit := m.cfg.LegacyOutputLimit
 	out, errOut := cappedCapture{limit: limit}, cappedCapture{limit: limit}
-	var pumps sync.WaitGroup
-	pumps.Add(2)
-	go func() { defer pumps.Done(); out.drain(p.Stdout) }()
-	go func() { defer pumps.Done(); errOut.drain(p.Stderr) }()
-	pipesDone := make(chan struct{})
-	go func() { pumps.Wait(); close(pipesDone) }()
+	var pumps pumpSet
+	pumps.add(2)
+	go func() { defer pumps.finished(); out.drain(p.Stdout) }()
+	go func() { defer pumps.finished(); errOut.drain(p.Stderr) }()
 
-	var res ExecResult
+	// The request goroutine is the owner; the rules are the supervisor's
+	// (supervise.go), with subprocess.run's two: the command runs until
+	// both pipes are at EOF, and a timeout kills at once.
 	var why cause
-	t := time.NewTimer(timeout)
-	defer t.Stop()
-	leaderDone := p.Done()
-	// Wait for the leader and for EOF on both pipes, like subprocess.run.
-	for leaderDone != nil || pipesDone != nil {
-		select {
-		case <-leaderDone:
-			leaderDone = nil
-		case <-pipesDone:
-			pipesDone = nil
-		case <-t.C:
-			why = causeTimeout
-		case <-m.shutdownCh:
-			why = causeShutdown
-		}
-		if why != causeNone {
-			break
-		}
-	}
-	if why != causeNone {
-		grace := time.Duration(0) // like subprocess.run: kill at once on timeout
-		if why == causeShutdown {
-			grace = m.cfg.KillGrace
-		}
-		kctx, stop := m.killContext()
-		p.Terminate(kctx, grace)
-		stop()
-		<-p.Done()
-		// Processes that left the group may still hold the pipes; give them
-		// the grace, then stop reading.
-		select {
-		case <-pipesDone:
-		case <-time.After(m.cfg.KillGrace):
-		case <-m.killNow: // Shutdown's deadline: keep only the minimum pipe drain
-			select {
-			case <-pipesDone:
-			case <-time.After(minPipeDrain):
+	endCh := make(chan struct{})
+	s := supervision{
+		m: m, p: p, timeout: timeout, pumps: &pumps, files: []*os.File{p.Stdout, p.Stderr},
+		untilEOF: true, killOnTimeout: true,
+		endCh: endCh,
+		requestEnd: func(c cause) {
+			if why == causeNone {
+				why = c
+				close(endCh)
 			}
-		}
+		},
 	}
+	res := s.run()
 	p.Stdout.Close()
 	p.Stderr.Close()
-	pumps.Wait()
+	if res.terminated != nil {
+		<-res.terminated
+	}
 	exit := p.Exit()
 	p.Release()
-	res = ExecResult{
+	r := ExecResult{
 		Stdout: out.Capture, Stderr: errOut.Capture,
 		StdoutDropped: out.dropped, StderrDropped: errOut.dropped,
 		ExitCode:   exit.Code,
@@ -238,8 +215,8 @@ func (m *Manager) execute(argv []string, timeout time.Duration) (ExecResult, err
 		Terminated: why == causeShutdown,
 	}
 	log.Info("legacy execution finished", zap.Int("exit_code", exit.Code),
-		zap.Bool("timed_out", res.TimedOut), zap.Bool("terminated", res.Terminated))
-	return res, nil
+		zap.Bool("timed_out", r.TimedOut), zap.Bool("terminated", r.Terminated))
+	return r, nil
 }
 
 // cappedCapture keeps the first limit bytes of a stream and counts the rest.
@@ -251,7 +228,9 @@ type cappedCapture struct {
 	dropped int64
 }
 
-func (b *cappedCapture) drain(r io.Reader) {
+// When the supervisor ends collection (f's read deadline passes), it takes
+// what f already holds, at most maxFinalDrain bytes, and returns.
+func (b *cappedCapture) drain(f *os.File) {
 	b.pooled = true
 	var scratch *[]byte
 	defer func() {
@@ -259,6 +238,7 @@ func (b *cappedCapture) drain(r io.Reader) {
 			pumpBufs.Put(scratch)
 		}
 	}()
+	final := -1    // bytes of the final drain, once the deadline passed
 	var cur []byte // the last chunk, with free capacity
 	next := captureChunkMin
 	for {
@@ -283,7 +263,20 @@ func (b *cappedCapture) drain(r io.Reader) {
 			}
 			buf = *scratch
 		}
-		n, err := r.Read(buf)
+		var n int
+		var err error
+		if final >= 0 {
+			n = readNow(f, buf)
+			final += n
+			if n == 0 || final >= maxFinalDrain {
+				err = io.EOF
+			}
+		} else {
+			n, err = f.Read(buf)
+			if errors.Is(err, os.ErrDeadlineExceeded) && f.SetReadDeadline(time.Time{}) == nil {
+				final, err = 0, nil
+			}
+		}
 		if n > 0 {
 			if room > 0 {
 				cur = cur[:len(cur)+n]

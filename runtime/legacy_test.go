@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"os"
 	"testing"
 	"time"
 )
@@ -79,5 +80,52 @@ func TestExecuteCaptureChunks(t *testing.T) {
 	}
 	if total != limit {
 		t.Fatalf("chunks hold %d bytes; want %d", total, limit)
+	}
+}
+
+// TestExecutePipeGraceFloor: a legacy execution ended by shutdown reads its
+// pipes for at least minPipeDrain after the leader's death, even with
+// NoKillGrace (the supervisor's rule 4, the same as a managed command's).
+// The command's leader holds a FIFO open; an escapee in its own session
+// (process-group mode: out of the group's SIGKILL) prints "late" 30 ms after
+// the leader's death closed that FIFO: inside the 100 ms floor, after a pipe
+// grace of zero had stopped reading.
+func TestExecutePipeGraceFloor(t *testing.T) {
+	m := newManager(t, func(c *Config) { c.KillGrace = NoKillGrace })
+	dir := t.TempDir()
+	script := `cd "$1" && mkfifo f && { setsid sh -c 'cat f >/dev/null; sleep 0.03; echo late' & } && exec 3>f && touch ready && exec sleep 30`
+	type result struct {
+		res ExecResult
+		err error
+	}
+	got := make(chan result, 1)
+	go func() {
+		res, err := m.Execute(context.Background(), []string{"sh", "-c", script, "sh", dir}, 60*time.Second)
+		got <- result{res, err}
+	}()
+	deadline := time.Now().Add(20 * time.Second)
+	for _, err := os.Stat(dir + "/ready"); err != nil; _, err = os.Stat(dir + "/ready") {
+		if time.Now().After(deadline) {
+			t.Fatal("the command did not get ready within 20 s")
+		}
+		time.Sleep(5 * time.Millisecond) // polling a file the child makes, with a bound
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := m.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var r result
+	select {
+	case r = <-got:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the execution did not end after shutdown")
+	}
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	defer r.res.Release()
+	if !r.res.Terminated || string(r.res.Stdout.Bytes()) != "late\n" {
+		t.Fatalf("terminated %v, stdout %q; want true and the escapee's \"late\\n\" (read within the pipe grace's floor)", r.res.Terminated, r.res.Stdout.Bytes())
 	}
 }

@@ -1,0 +1,228 @@
+package runtime
+
+import (
+	"context"
+	"os"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/sandbox-runtime/sandbox-runtime/procgroup"
+)
+
+// supervision is the one supervisor of a started process: managed commands
+// (Command.run) and legacy executions (Manager.execute) both end through
+// it, with one set of rules. It runs in the owner goroutine of the process
+// (the command's run, or the request goroutine of /execute): the only other
+// goroutines are the pipe readers and, once an end is requested, the one
+// that signals the group (Terminate). When the pipes reach EOF first (the
+// usual order: the kernel closes an exiting process's files before it makes
+// it a zombie), the owner collects the leader's exit itself
+// (procgroup.Process.Collect) instead of waiting for the Reaper's hand-off.
+//
+// The rules:
+//
+//  1. The command runs until the leader has exited (managed commands) or
+//     until the leader has exited and both pipes are at EOF (legacy
+//     /execute, like Python's subprocess.run: untilEOF).
+//  2. While it runs, the timeout (from the start) and shutdown request its
+//     end; so does an API kill (endCh). The first request wins and decides
+//     the cause. What a request does after the leader has exited on its own
+//     is the class's requestEnd's to say (managed: a timeout nothing, a kill
+//     or shutdown still signals what is left of the group).
+//  3. An end signals the group: SIGTERM, SIGKILL after the kill grace
+//     (Config.KillGrace; NoKillGrace is 0), at once when Shutdown's kill
+//     deadline passes. A legacy timeout kills at once (killOnTimeout, like
+//     subprocess.run).
+//  4. Pipe grace: once the leader has exited (managed), or has exited and an
+//     end was signalled (legacy), the pipes are read until EOF for one kill
+//     grace, never less than minPipeDrain, so output the leader wrote just
+//     before it exited is not lost; after Shutdown's kill deadline only
+//     minPipeDrain. A background member holding the pipes cannot hold the
+//     result longer.
+//  5. When the pipe grace ends with a pipe still open, each reader takes
+//     what the pipe already holds (at most maxFinalDrain) and stops: output
+//     written before that moment is never lost to a reader that was
+//     scheduled late.
+type supervision struct {
+	m       *Manager
+	p       *procgroup.Process
+	timeout time.Duration
+	pumps   *pumpSet
+	files   []*os.File // the read ends the pumps read (deadline at the pipe grace's end)
+
+	untilEOF      bool // rule 1: legacy
+	killOnTimeout bool // rule 3: legacy
+
+	// endCh is closed when an end has been requested (by requestEnd or from
+	// outside, as Command.Kill does).
+	endCh <-chan struct{}
+	// requestEnd asks for an end for why (rule 2); it closes endCh unless it
+	// decides the request does nothing.
+	requestEnd func(why cause)
+	// leaderExited, if set, is called in the owner goroutine when the
+	// leader's exit status has been collected.
+	leaderExited func()
+	// ending, if set, is called when the end is about to be signalled.
+	ending func()
+}
+
+// supervised is what run reports.
+type supervised struct {
+	// terminated is closed when the group has been signalled (Terminate
+	// returned); nil when no end was signalled.
+	terminated <-chan struct{}
+}
+
+// run supervises the process until rules 1 and 4 let it go, then stops and
+// waits for the pipe readers (rule 5). It does not close the pipes.
+func (s *supervision) run() supervised {
+	m, p := s.m, s.p
+	timeout := time.NewTimer(s.timeout)
+	defer timeout.Stop()
+	var terminated chan struct{}
+	stopTerm := func() {}
+	defer func() { stopTerm() }()
+	leaderDone, endCh, shutdown, killNow := p.Done(), s.endCh, m.shutdownCh, m.killNow
+	pipesDone := s.pumps.done
+	pipesOpen := true
+	hurry := false // Shutdown's kill deadline has passed: no more grace
+	var g *time.Timer
+	var grace <-chan time.Time
+	graceStarted := false
+	asked := causeNone // the first end this loop requested
+	ask := func(why cause) {
+		if asked == causeNone {
+			asked = why
+		}
+		s.requestEnd(why)
+	}
+	startGrace := func() {
+		if g != nil {
+			g.Stop()
+		}
+		d := max(m.killGrace(), minPipeDrain)
+		if hurry {
+			d = minPipeDrain
+		}
+		g = time.NewTimer(d)
+		grace, graceStarted = g.C, true
+	}
+	defer func() {
+		if g != nil {
+			g.Stop()
+		}
+	}()
+	exited := func() {
+		leaderDone = nil
+		if s.leaderExited != nil {
+			s.leaderExited()
+		}
+		if !s.untilEOF || terminated != nil {
+			startGrace()
+		}
+	}
+	for leaderDone != nil || (pipesOpen && (grace != nil || !graceStarted)) {
+		select {
+		case <-leaderDone:
+			exited()
+		case <-pipesDone:
+			pipesDone, pipesOpen = nil, false
+			// EOF usually means the leader is exiting: take its exit here
+			// when it is already a zombie, rather than after the Reaper's
+			// hand-off.
+			if leaderDone != nil && p.Collect() {
+				exited()
+			}
+		case <-grace:
+			grace = nil // stop collecting: a background member holds the pipes
+		case <-timeout.C:
+			ask(causeTimeout)
+		case <-shutdown:
+			shutdown = nil
+			ask(causeShutdown)
+		case <-killNow:
+			// Terminate (termCtx) sends SIGKILL now; the pipe grace shrinks
+			// to its minimum, so the command ends inside Shutdown's budget.
+			killNow, hurry = nil, true
+			if grace != nil {
+				startGrace()
+			}
+		case <-endCh:
+			endCh = nil
+			if s.ending != nil {
+				s.ending()
+			}
+			killGrace := m.killGrace()
+			if s.killOnTimeout && asked == causeTimeout {
+				killGrace = 0
+			}
+			var termCtx context.Context
+			termCtx, stopTerm = m.killContext()
+			terminated = make(chan struct{})
+			go func() {
+				defer close(terminated)
+				p.Terminate(termCtx, killGrace)
+			}()
+			if leaderDone == nil && !graceStarted {
+				startGrace()
+			}
+		}
+	}
+	if pipesOpen {
+		now := time.Now()
+		for _, f := range s.files {
+			f.SetReadDeadline(now)
+		}
+	}
+	s.pumps.wg.Wait()
+	return supervised{terminated: terminated}
+}
+
+// pumpSet counts the pipe readers of one process; the last to return closes
+// done itself, so no goroutine waits on the WaitGroup just to close it.
+type pumpSet struct {
+	wg   sync.WaitGroup
+	left atomic.Int32
+	done chan struct{}
+}
+
+// add prepares n readers; call it before starting them.
+func (ps *pumpSet) add(n int) {
+	ps.done = make(chan struct{})
+	ps.wg.Add(n)
+	ps.left.Store(int32(n))
+}
+
+// finished is called by each reader as it returns.
+func (ps *pumpSet) finished() {
+	if ps.left.Add(-1) == 0 {
+		close(ps.done)
+	}
+	ps.wg.Done()
+}
+
+// readNow reads what f holds right now into buf without waiting for more:
+// 0 and nil when it is empty (or at EOF, or failed). f's read deadline has
+// passed; the caller clears it first.
+func readNow(f *os.File, buf []byte) int {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return 0
+	}
+	n := 0
+	_ = rc.Read(func(fd uintptr) bool {
+		for {
+			k, err := syscall.Read(int(fd), buf)
+			if err == syscall.EINTR {
+				continue
+			}
+			if k > 0 && err == nil {
+				n = k
+			}
+			return true // data, EAGAIN (empty), EOF or an error: done either way
+		}
+	})
+	return n
+}
