@@ -1,39 +1,6 @@
 //go:build linux
 
-package main
-
-// The command-line client: the same binary, with a subcommand as its first
-// argument, talks to a daemon over the v1 API (package client). Without a
-// subcommand the binary is the daemon, as before.
-//
-//	sandbox-runtime exec [-i] [-t] [-e K=V]… [-w DIR] [--timeout S] -- ARGV…
-//	sandbox-runtime run -d [-e K=V]… [-w DIR] [--timeout S] -- ARGV…
-//	sandbox-runtime ps [-q] [--state STATE]
-//	sandbox-runtime logs [-f] ID
-//	sandbox-runtime attach [--no-stdin] [--cursor N] ID
-//	sandbox-runtime kill [-s SIGNAL] ID
-//	sandbox-runtime cp SRC DST        (":path" is in the sandbox, "-" is stdin/stdout)
-//
-// Every subcommand takes --url (SANDBOX_RUNTIME_URL, default
-// http://127.0.0.1:8888) and --token-file; the token may also come from
-// SANDBOX_RUNTIME_TOKEN (the token itself) or SANDBOX_RUNTIME_TOKEN_FILE
-// (the daemon's own variable, so that the client works inside the pod).
-//
-// On a terminal (exec -t, or attach to a command that has one) the local
-// terminal is raw: every key, Ctrl-C included, goes to the remote
-// program; window-size changes follow; Ctrl-] detaches and leaves the
-// command running, and attach ID re-attaches, replaying the retained
-// screen. A dropped connection is re-dialled from the last cursor, so
-// nothing is lost or repeated.
-//
-// Exit codes: exec, run and attach exit with the command's code, 128+N
-// when signal N ended it (as shells do); 125 when the client or the daemon
-// failed, and when output was lost to the daemon's ring while the command
-// itself succeeded; 141 when stdout is a pipe whose reader has gone (as
-// SIGPIPE); 128+N when signal N came before the command started (or could
-// not be forwarded); 126 when the command could not be started, 127 when
-// it was not found; 2 for a usage error. Every non-zero exit that is not
-// the command's own is explained on stderr (but 141).
+package cli
 
 import (
 	"bytes"
@@ -43,13 +10,14 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"net"
 	"net/url"
 	"os"
 	"os/signal"
 	"path"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -64,16 +32,15 @@ import (
 	"golang.org/x/sys/unix"
 	"golang.org/x/term"
 
-	"github.com/sandbox-runtime/sandbox-runtime/api"
 	srclient "github.com/sandbox-runtime/sandbox-runtime/client"
-	"github.com/sandbox-runtime/sandbox-runtime/runtime"
+	"github.com/sandbox-runtime/sandbox-runtime/internal/tokenfile"
 	"github.com/sandbox-runtime/sandbox-runtime/wire"
 )
 
 // Exit codes of the client itself.
 const (
-	exitUsage      = 2
-	exitFailed     = 125 // the client or the daemon failed (docker's convention)
+	ExitUsage      = 2   // a usage error
+	ExitFailed     = 125 // the client or the daemon failed (docker's convention)
 	exitCannotRun  = 126
 	exitNotFound   = 127
 	defaultTermEnv = "xterm-256color"
@@ -85,26 +52,31 @@ const (
 	detachConfirm = 5 * time.Second
 )
 
-// cliCommands maps each subcommand to its function.
-var cliCommands = map[string]func(*cli, []string) int{
-	"exec":   (*cli).exec,
-	"run":    (*cli).run,
-	"ps":     (*cli).ps,
-	"logs":   (*cli).logs,
-	"attach": (*cli).attach,
-	"kill":   (*cli).kill,
-	"cp":     (*cli).cp,
+// commands maps each subcommand to its function (a function, not a
+// variable: the package holds no state).
+func commands() map[string]func(*cli, []string) int {
+	return map[string]func(*cli, []string) int{
+		"exec":   (*cli).exec,
+		"run":    (*cli).run,
+		"ps":     (*cli).ps,
+		"logs":   (*cli).logs,
+		"attach": (*cli).attach,
+		"kill":   (*cli).kill,
+		"cp":     (*cli).cp,
+	}
 }
 
-// isCLICommand reports whether arg (the first argument) names a
+// Commands returns the subcommands' names, sorted.
+func Commands() []string {
+	return slices.Sorted(maps.Keys(commands()))
+}
+
+// IsCommand reports whether arg (the first argument) names a
 // subcommand; anything else is for the daemon.
-func isCLICommand(arg string) bool {
-	_, ok := cliCommands[arg]
-	return ok
-}
+func IsCommand(arg string) bool { return commands()[arg] != nil }
 
-// printCLIHelp ends the daemon's --help with the client's subcommands.
-func printCLIHelp(w io.Writer) {
+// PrintHelp ends the daemon's --help with the client's subcommands.
+func PrintHelp(w io.Writer) {
 	fmt.Fprint(w, `
 The same binary is the command-line client of a running daemon when its
 first argument is a subcommand (each has --help; --url and --token-file
@@ -120,9 +92,9 @@ go after the subcommand):
 `)
 }
 
-// misplacedCLIFlags reports (after saying so on w) a command line that puts
+// MisplacedFlags reports (after saying so on w) a command line that puts
 // the client's own flags before its subcommand: "--url X ps".
-func misplacedCLIFlags(args []string, w io.Writer) bool {
+func MisplacedFlags(args []string, w io.Writer) bool {
 	clientFlag := false
 	for i, a := range args {
 		if a == "--" {
@@ -133,13 +105,21 @@ func misplacedCLIFlags(args []string, w io.Writer) bool {
 			clientFlag = true
 			continue
 		}
-		if clientFlag && isCLICommand(a) {
+		if clientFlag && IsCommand(a) {
 			fixed := append(append([]string{a}, args[:i]...), args[i+1:]...)
 			fmt.Fprintf(w, "sandbox-runtime: the client's flags go after its subcommand: sandbox-runtime %s\n", strings.Join(fixed, " "))
 			return true
 		}
 	}
 	return false
+}
+
+// Env is what one run of the client is given of its process.
+type Env struct {
+	Getenv func(string) string // the environment (os.Getenv)
+	Stdin  *os.File            // a file: terminal modes and sizes are read from it
+	Stdout io.Writer
+	Stderr io.Writer
 }
 
 // cli is one run of the client.
@@ -154,19 +134,37 @@ type cli struct {
 	tokenFrom string // where the token came from, for messages; "" without one
 	c         *srclient.Client
 
-	wmu  sync.Mutex
-	werr error // the first error writing the command's output here
+	wmu   sync.Mutex
+	werr  error // the first error writing the command's output here
+	ended bool  // Run has returned: what goroutines of the run still say goes nowhere
 
 	clamped [2]int // the last window size clampWindow reported as too large
+
+	// readFailed is set when reading the local stdin failed (not at its
+	// end): exec then exits 125 unless the command failed.
+	readFailed atomic.Bool
 }
 
-// runCLI runs the subcommand args[0] and returns the exit code.
-func runCLI(args []string, getenv func(string) string) int {
-	c := &cli{name: args[0], getenv: getenv, stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr}
+// Run runs the subcommand args[0] (IsCommand must hold) with the rest of
+// args, and returns the exit code.
+func Run(args []string, env Env) int {
+	run := commands()[args[0]]
+	if run == nil {
+		fmt.Fprintf(env.Stderr, "sandbox-runtime: %q is not a subcommand (subcommands: %s)\n", args[0], strings.Join(Commands(), ", "))
+		return ExitUsage
+	}
+	c := &cli{name: args[0], getenv: env.Getenv, stdin: env.Stdin, stdout: env.Stdout, stderr: env.Stderr}
 	// A write to a closed pipe (| head) must come back as EPIPE, for the
 	// client to stop its command, rather than kill the client by SIGPIPE.
-	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
-	return cliCommands[args[0]](c, args[1:])
+	pipe := make(chan os.Signal, 1)
+	signal.Notify(pipe, syscall.SIGPIPE)
+	defer signal.Stop(pipe)
+	defer func() {
+		c.wmu.Lock()
+		c.ended = true
+		c.wmu.Unlock()
+	}()
+	return run(c, args[1:])
 }
 
 // emit writes output of the command to w (c.stdout or c.stderr). After the
@@ -175,7 +173,7 @@ func runCLI(args []string, getenv func(string) string) int {
 func (c *cli) emit(w io.Writer, b []byte) bool {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
-	if c.werr != nil {
+	if c.werr != nil || c.ended {
 		return false
 	}
 	if _, err := w.Write(b); err != nil {
@@ -226,7 +224,7 @@ func (c *cli) writeFailed(id string) int {
 	} else {
 		c.errorf("%v", err)
 	}
-	return exitFailed
+	return ExitFailed
 }
 
 // flags returns a flag set with the connection flags; usage is the line
@@ -268,37 +266,6 @@ func printFlags(fs *flag.FlagSet) {
 	})
 }
 
-// suggestCLICommand reports (after saying so on w) a first argument that
-// looks like a mistyped subcommand ("exce", "log"): it is not a flag, and
-// the daemon takes no arguments.
-func suggestCLICommand(args []string, w io.Writer) bool {
-	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
-		return false
-	}
-	names := make([]string, 0, len(cliCommands))
-	for name := range cliCommands {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	if args[0] == "" {
-		fmt.Fprintf(w, "sandbox-runtime: an empty first argument is not a subcommand (subcommands: %s; the daemon itself takes only flags: see --help)\n", strings.Join(names, ", "))
-		return true
-	}
-	typed := strings.ToLower(args[0]) // KILL is kill mistyped
-	best, bestD := "", 3
-	for _, name := range names {
-		if d := editDistance(typed, name); d < bestD || strings.HasPrefix(name, typed) && bestD > 1 {
-			best, bestD = name, min(d, 1)
-		}
-	}
-	if best != "" {
-		fmt.Fprintf(w, "sandbox-runtime: unknown subcommand %q; did you mean %q? (subcommands: %s; see --help)\n", args[0], best, strings.Join(names, ", "))
-	} else {
-		fmt.Fprintf(w, "sandbox-runtime: unknown subcommand %q (subcommands: %s; the daemon itself takes only flags: see --help)\n", args[0], strings.Join(names, ", "))
-	}
-	return true
-}
-
 // parseFlags parses args: --help prints the usage to stdout (as the
 // daemon's --help does) and a wrong flag is said with the subcommand's
 // name, then the usage, on stderr.
@@ -317,7 +284,7 @@ func (c *cli) parseFlags(fs *flag.FlagSet, args []string) (code int, ok bool) {
 	fs.SetOutput(c.stderr)
 	if err != nil {
 		c.usageError(fs, flagErrorAsTyped(err.Error(), args))
-		return exitUsage, false
+		return ExitUsage, false
 	}
 	return 0, true
 }
@@ -353,14 +320,14 @@ func (c *cli) parse(fs *flag.FlagSet, url, tokenFile *string, args []string, nar
 	switch {
 	case nargs == -1 && len(rest) == 0:
 		c.usageError(fs, "name the command to run after the flags, e.g. -- echo hi")
-		return nil, exitUsage, false
+		return nil, ExitUsage, false
 	case nargs >= 0 && len(rest) != nargs:
 		c.usageError(fs, fmt.Sprintf("wants %d argument(s), got %d", nargs, len(rest)))
-		return nil, exitUsage, false
+		return nil, ExitUsage, false
 	}
 	if err := c.connect(*url, *tokenFile); err != nil {
 		c.errorf("%v", err)
-		return nil, exitFailed, false
+		return nil, ExitFailed, false
 	}
 	return rest, 0, true
 }
@@ -409,22 +376,33 @@ func (c *cli) usageError(fs *flag.FlagSet, msg string) {
 }
 
 func (c *cli) errorf(format string, args ...any) {
-	fmt.Fprintf(c.stderr, "sandbox-runtime %s: %s\n", c.name, fmt.Sprintf(format, args...))
+	c.note(fmt.Sprintf("sandbox-runtime %s: %s\n", c.name, fmt.Sprintf(format, args...)))
+}
+
+// note writes a message of the client to stderr, one at a time (the
+// command's output, the signal relay and the stdin pump say things from
+// their own goroutines), and nothing once the run has ended.
+func (c *cli) note(msg string) {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if !c.ended {
+		io.WriteString(c.stderr, msg)
+	}
 }
 
 // rawErrorf is errorf while the local terminal is raw (no \n to \r\n
 // translation): the note gets a line of its own.
 func (c *cli) rawErrorf(format string, args ...any) {
-	fmt.Fprintf(c.stderr, "\r\nsandbox-runtime %s: %s\r\n", c.name, fmt.Sprintf(format, args...))
+	c.note(fmt.Sprintf("\r\nsandbox-runtime %s: %s\r\n", c.name, fmt.Sprintf(format, args...)))
 }
 
 // clampWindow brings a window size over the daemon's terminal limit
-// (1000 columns and rows, runtime.MaxTerminalSize) down to it, and says so
+// (1000 columns and rows, wire.MaxTerminalSize) down to it, and says so
 // on stderr each time the size asked for changes (raw: the terminal is in
 // raw mode). The daemon clamps too; saying it here tells the person why
 // the program draws narrower than the window.
 func (c *cli) clampWindow(cols, rows int, raw bool) (int, int) {
-	wc, wr := min(cols, runtime.MaxTerminalSize), min(rows, runtime.MaxTerminalSize)
+	wc, wr := min(cols, wire.MaxTerminalSize), min(rows, wire.MaxTerminalSize)
 	if wc != cols || wr != rows {
 		key := [2]int{cols, rows}
 		if c.clamped != key {
@@ -433,7 +411,7 @@ func (c *cli) clampWindow(cols, rows int, raw bool) (int, int) {
 			if raw {
 				note = c.rawErrorf
 			}
-			note("this window is %dx%d; a terminal has at most %d columns and rows, so the command's is %dx%d", cols, rows, runtime.MaxTerminalSize, wc, wr)
+			note("this window is %dx%d; a terminal has at most %d columns and rows, so the command's is %dx%d", cols, rows, wire.MaxTerminalSize, wc, wr)
 		}
 	}
 	return wc, wr
@@ -483,7 +461,7 @@ func (c *cli) connect(url, tokenFile string) error {
 func readToken(file string) (string, error) {
 	// The daemon's own checks: a FIFO or a device never blocks the read,
 	// and a huge file is not read whole.
-	b, err := api.ReadTokenFile(file)
+	b, err := tokenfile.Read(file)
 	if err != nil {
 		return "", fmt.Errorf("cannot read the token file %s: %v", file, err)
 	}
@@ -498,7 +476,7 @@ func (c *cli) fail(err error, id string) int {
 	switch {
 	case errors.Is(err, context.Canceled):
 		c.errorf("stopped before the end: %v", err)
-		return exitFailed
+		return ExitFailed
 	case errors.As(err, &te):
 		var op *net.OpError
 		if errors.Is(err, syscall.ECONNREFUSED) {
@@ -508,7 +486,7 @@ func (c *cli) fail(err error, id string) int {
 		} else {
 			c.errorf("lost the connection to the sandbox runtime at %s: %s", c.url, reason(err))
 		}
-		return exitFailed
+		return ExitFailed
 	case errors.As(err, &e):
 		switch e.Code {
 		case wire.CodeUnauthorized:
@@ -544,10 +522,10 @@ func (c *cli) fail(err error, id string) int {
 		default:
 			c.errorf("%s", e.Message)
 		}
-		return exitFailed
+		return ExitFailed
 	}
 	c.errorf("%v", err)
-	return exitFailed
+	return ExitFailed
 }
 
 // createFlags are the flags of exec and run.
@@ -635,7 +613,7 @@ func (c *cli) exec(args []string) int {
 		return code
 	}
 	if !c.checkCreate(fs, f, argv) {
-		return exitUsage
+		return ExitUsage
 	}
 	return c.execute(f, argv)
 }
@@ -648,14 +626,14 @@ func (c *cli) run(args []string) int {
 		return code
 	}
 	if !c.checkCreate(fs, f, argv) {
-		return exitUsage
+		return ExitUsage
 	}
 	if !f.detach {
 		return c.execute(f, argv)
 	}
 	if f.tty || f.interactive {
 		c.usageError(fs, "-d runs in the background: it cannot be combined with -i or -t (use attach later)")
-		return exitUsage
+		return ExitUsage
 	}
 	req := f.request(argv)
 	req.CommandID = uuid.NewString()
@@ -713,6 +691,9 @@ func (c *cli) execute(f *createFlags, argv []string) int {
 					_, err := c.c.Stdin(ctx, st.CommandID, b, eof)
 					return err
 				}, pumpOptions{failed: func(err error) {
+					if ctx.Err() != nil {
+						return // the run is over (the command ended, or the client stops): nothing to kill
+					}
 					// A stdin write has no offset: one that broke off may
 					// or may not have been queued, so it cannot be sent
 					// again exactly once. Waiting would hang the command
@@ -737,40 +718,49 @@ func (c *cli) execute(f *createFlags, argv []string) int {
 		return 128 + int(sig.(syscall.Signal))
 	}
 	if stdinFailed.Load() {
-		return exitFailed // said, and killed, by the pump
+		return ExitFailed // said, and killed, by the pump
 	}
 	if err != nil {
 		return c.fail(err, req.CommandID)
 	}
 	code := c.lost(res.GapBytes, c.finished(res.Status))
-	if readFailed.Load() && code == 0 {
-		return exitFailed // said by the pump
+	if c.readFailed.Load() && code == 0 {
+		return ExitFailed // said by the pump
 	}
 	return code
 }
 
 // forwardSignals relays SIGINT, SIGTERM, SIGHUP and SIGQUIT to the command
-// once its id arrives on started. One that comes before (the create is
-// still being sent or retried) goes to early instead, when it is set, and
-// ends the relaying: the client stops rather than keep a person waiting.
-func (c *cli) forwardSignals(ctx context.Context, started <-chan string, early func(os.Signal), send func(id string, sig os.Signal)) {
+// once its id arrives on started, until ctx is done. One that comes before
+// (the create is still being sent or retried) goes to earlyFn instead, when
+// it is set, and ends the relaying: the client stops rather than keep a
+// person waiting.
+func (c *cli) forwardSignals(ctx context.Context, started <-chan string, earlyFn func(os.Signal), send func(id string, sig os.Signal)) {
 	ch := make(chan os.Signal, 8)
 	signal.Notify(ch, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
+	defer signal.Stop(ch)
 	var id string
-	if early == nil {
-		id = <-started // signals wait in ch meanwhile
-	}
 	for id == "" {
+		var early chan os.Signal // nil without early: signals wait in ch meanwhile
+		if earlyFn != nil {
+			early = ch
+		}
 		select {
 		case id = <-started:
-		case sig := <-ch:
-			signal.Stop(ch)
-			early(sig)
+		case sig := <-early:
+			earlyFn(sig)
+			return
+		case <-ctx.Done():
 			return
 		}
 	}
-	for sig := range ch {
-		send(id, sig)
+	for {
+		select {
+		case sig := <-ch:
+			send(id, sig)
+		case <-ctx.Done():
+			return
+		}
 	}
 }
 
@@ -810,7 +800,7 @@ func (c *cli) interrupted(id string, sig os.Signal) int {
 	if s, ok := sig.(syscall.Signal); ok {
 		return 128 + int(s)
 	}
-	return exitFailed
+	return ExitFailed
 }
 
 // signalName names one of the forwarded signals for the daemon.
@@ -923,7 +913,7 @@ func (c *cli) pumpStdin(send func(b []byte, eof bool) error, o pumpOptions) {
 				// in silence; its stdin is closed all the same, as after
 				// an end, so that it does not wait for ever.
 				c.errorf("reading the local stdin failed, so the command's stdin was closed early: %v", pathErr(err))
-				readFailed.Store(true)
+				c.readFailed.Store(true)
 			}
 			if !o.noEOF {
 				q <- chunk{eof: true}
@@ -968,10 +958,6 @@ func reason(err error) string {
 	return err.Error()
 }
 
-// readFailed is set when reading the local stdin failed (not at its end):
-// exec then exits 125 unless the command failed.
-var readFailed atomic.Bool
-
 // isInputDone reports an error that says the command takes no more input.
 func isInputDone(err error) bool {
 	switch srclient.ErrorCode(err) {
@@ -994,7 +980,7 @@ func (c *cli) lost(gap int64, code int) int {
 	}
 	c.errorf("%d bytes of the output (stdout and stderr together) were lost: the daemon keeps only the most recent output of a command, and it was not read fast enough; the command's own exit code was %d", gap, code)
 	if code == 0 {
-		return exitFailed
+		return ExitFailed
 	}
 	return code
 }
@@ -1016,7 +1002,7 @@ func (c *cli) finished(st *wire.Status) int {
 	}
 	code := srclient.ExitCode(st)
 	if code < 0 {
-		return exitFailed
+		return ExitFailed
 	}
 	return code
 }
@@ -1033,12 +1019,12 @@ func (c *cli) executeTTY(parent context.Context, f *createFlags, argv []string) 
 	}
 	if !info.HasFeature(wire.FeaturePTY) {
 		c.errorf("the sandbox runtime at %s (version %s) has no terminals: its /v1/info does not list the %q feature. Run without -t (add -i to forward stdin)", c.url, info.Version, wire.FeaturePTY)
-		return exitFailed
+		return ExitFailed
 	}
 	in := int(c.stdin.Fd())
 	if !term.IsTerminal(in) {
 		c.errorf("-t needs a terminal, and stdin is not one. Run without -t (add -i to forward stdin)")
-		return exitFailed
+		return ExitFailed
 	}
 	out := in
 	if o, ok := c.stdout.(*os.File); ok && term.IsTerminal(int(o.Fd())) {
@@ -1199,8 +1185,8 @@ func (c *cli) attachTo(ctx context.Context, st *wire.Status, cursor int64, withS
 				<-detachDone
 				c.errorf("detached from %s, which goes on running; sandbox-runtime attach %s comes back to it", st.CommandID, st.CommandID)
 				if detachLost != "" {
-					c.errorf("%s; exiting %d", detachLost, exitFailed)
-					return exitFailed
+					c.errorf("%s; exiting %d", detachLost, ExitFailed)
+					return ExitFailed
 				}
 				return 0
 			default:
@@ -1232,8 +1218,8 @@ func (c *cli) attachTo(ctx context.Context, st *wire.Status, cursor int64, withS
 			restore() // before the note, which wants a cooked terminal
 			code := c.lost(gap, c.finished(ev.Status))
 			if inputLost.Load() && code == 0 {
-				c.errorf("the command exited 0, but not all of the input or frames sent to it arrived (see above); exiting %d", exitFailed)
-				return exitFailed
+				c.errorf("the command exited 0, but not all of the input or frames sent to it arrived (see above); exiting %d", ExitFailed)
+				return ExitFailed
 			}
 			return code
 		}
@@ -1271,7 +1257,7 @@ func (c *cli) ps(args []string) int {
 	case "", wire.StateRunning, wire.StateExited, wire.StateCancelled, wire.StateTimedOut, wire.StateTerminated:
 	default:
 		c.usageError(fs, fmt.Sprintf("--state %q is not a state: running, exited, cancelled, timed_out or terminated", *state))
-		return exitUsage
+		return ExitUsage
 	}
 	list, err := c.c.List(context.Background(), wire.State(*state))
 	if err != nil {
@@ -1372,7 +1358,7 @@ func (c *cli) logs(args []string) int {
 	}
 	if gap > 0 {
 		c.errorf("%d bytes of the output (stdout and stderr together) are missing: the daemon keeps only the most recent output of a command", gap)
-		return exitFailed
+		return ExitFailed
 	}
 	return 0
 }
@@ -1390,7 +1376,7 @@ func (c *cli) kill(args []string) int {
 		if _, err := c.c.Signal(ctx, id, *sig); err != nil {
 			if srclient.ErrorCode(err) == wire.CodeFinished {
 				c.errorf("command %s has already finished", id)
-				return exitFailed
+				return ExitFailed
 			}
 			return c.fail(err, id)
 		}
@@ -1421,7 +1407,7 @@ func (c *cli) cp(args []string) int {
 	srcRemote, dstRemote := strings.HasPrefix(src, ":"), strings.HasPrefix(dst, ":")
 	if srcRemote == dstRemote {
 		c.usageError(fs, "exactly one of SRC and DST must be in the sandbox (start it with ':'), e.g. cp notes.txt :notes.txt")
-		return exitUsage
+		return ExitUsage
 	}
 	remote := src[1:]
 	if dstRemote {
@@ -1445,13 +1431,13 @@ func (c *cli) cp(args []string) int {
 		}
 		if info.BaseDir == "" || !inside {
 			c.usageError(fs, fmt.Sprintf("sandbox paths are relative to the daemon's base dir %s: :%s is outside it. Give a path inside it, e.g. :%s", info.BaseDir, remote, strings.TrimLeft(remote, "/")))
-			return exitUsage
+			return ExitUsage
 		}
 		remote = rel
 	}
 	if srcRemote && remote == "" {
 		c.usageError(fs, "name the sandbox file to copy after the ':', e.g. cp :notes.txt .")
-		return exitUsage
+		return ExitUsage
 	}
 	ctx := context.Background()
 	if dstRemote {
@@ -1468,24 +1454,24 @@ func (c *cli) upload(ctx context.Context, src, dst string) int {
 		f, err := os.Open(src)
 		if err != nil {
 			c.errorf("%v", err)
-			return exitFailed
+			return ExitFailed
 		}
 		defer f.Close()
 		fi, err := f.Stat()
 		if err != nil {
 			c.errorf("%v", err)
-			return exitFailed
+			return ExitFailed
 		}
 		if fi.IsDir() {
 			c.errorf("%s is a directory; cp copies single files", src)
-			return exitFailed
+			return ExitFailed
 		}
 		r, mode, name = f, fi.Mode().Perm(), filepath.Base(src)
 	}
 	if dst == "" || strings.HasSuffix(dst, "/") {
 		if src == "-" {
 			c.errorf("name the file to write in the sandbox: from stdin there is no name to give it")
-			return exitUsage
+			return ExitUsage
 		}
 		dst += name
 	} else if _, err := c.c.ListDir(ctx, dst); err == nil && src != "-" {
@@ -1501,7 +1487,7 @@ func (c *cli) download(ctx context.Context, src, dst string) int {
 	rc, err := c.c.ReadFile(ctx, src)
 	if errors.Is(err, srclient.ErrIsDirectory) {
 		c.errorf(":%s is a directory in the sandbox; cp copies single files", src)
-		return exitFailed
+		return ExitFailed
 	}
 	if err != nil {
 		return c.fail(err, "")
@@ -1513,7 +1499,7 @@ func (c *cli) download(ctx context.Context, src, dst string) int {
 				return c.writeFailed("")
 			}
 			c.errorf("copying :%s: %v", src, err)
-			return exitFailed
+			return ExitFailed
 		}
 		return 0
 	}
@@ -1541,7 +1527,7 @@ func (c *cli) download(ctx context.Context, src, dst string) int {
 	tmp, err := createBeside(dst, mode)
 	if err != nil {
 		c.errorf("cannot write %s: %v", dst, pathErr(err))
-		return exitFailed
+		return ExitFailed
 	}
 	_, err = io.Copy(tmp, rc)
 	if cerr := tmp.Close(); err == nil {
@@ -1553,7 +1539,7 @@ func (c *cli) download(ctx context.Context, src, dst string) int {
 	if err != nil {
 		os.Remove(tmp.Name())
 		c.errorf("copying :%s to %s: %v", src, dst, pathErr(err))
-		return exitFailed
+		return ExitFailed
 	}
 	return 0
 }
