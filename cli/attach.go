@@ -43,37 +43,10 @@ type pumpOptions struct {
 // is typed meanwhile, and the detach key still works while it waits. It
 // stops quietly when the command no longer takes input.
 func (c *cli) pumpStdin(send func(b []byte, eof bool) error, o pumpOptions) {
-	type chunk struct {
-		b   []byte
-		eof bool
-	}
-	q := make(chan chunk, 256)
+	q := make(chan inputChunk, 256)
 	var unsent atomic.Int64 // bytes read and not yet sent
 	drained := make(chan struct{})
-	go func() {
-		defer close(drained)
-		failed := false
-		for ch := range q {
-			if failed {
-				continue // keep draining: the reader must never block on a dead sender
-			}
-			err := send(ch.b, ch.eof)
-			if err == nil {
-				unsent.Add(-int64(len(ch.b)))
-			}
-			if err != nil {
-				failed = true
-				if errors.Is(err, net.ErrClosed) || isInputDone(err) {
-					continue // the command, or this side, is done with input
-				}
-				if o.failed != nil {
-					o.failed(err)
-				} else {
-					c.stdinError(err)
-				}
-			}
-		}
-	}()
+	go c.sendInput(q, send, &unsent, o, drained)
 	closed := false
 	defer func() {
 		if !closed {
@@ -87,27 +60,13 @@ func (c *cli) pumpStdin(send func(b []byte, eof bool) error, o pumpOptions) {
 			b := buf[:n]
 			if o.detach != nil {
 				if i := bytes.IndexByte(b, detachKey); i >= 0 {
-					if i > 0 {
-						unsent.Add(int64(i))
-						q <- chunk{b: b[:i]}
-					}
-					close(q)
 					closed = true
-					if n := unsent.Load(); n > 0 {
-						c.rawErrorf("detaching: sending the %d bytes read before Ctrl-] first (up to %v)", n, detachDrain)
-					}
-					t := time.NewTimer(detachDrain)
-					select {
-					case <-drained:
-					case <-t.C:
-					}
-					t.Stop()
-					o.detach(unsent.Load())
+					c.detachAfter(b[:i], q, &unsent, drained, o.detach)
 					return
 				}
 			}
 			unsent.Add(int64(n))
-			q <- chunk{b: b}
+			q <- inputChunk{b: b}
 		}
 		if err != nil {
 			if err != io.EOF {
@@ -118,11 +77,68 @@ func (c *cli) pumpStdin(send func(b []byte, eof bool) error, o pumpOptions) {
 				c.readFailed.Store(true)
 			}
 			if !o.noEOF {
-				q <- chunk{eof: true}
+				q <- inputChunk{eof: true}
 			}
 			return
 		}
 	}
+}
+
+// inputChunk is what pumpStdin read, in order, for sendInput.
+type inputChunk struct {
+	b   []byte
+	eof bool
+}
+
+// sendInput sends what comes on q until q is closed, then closes drained;
+// unsent counts the bytes read and not yet sent. After a send fails it
+// keeps draining q (the reader must never block on a dead sender) and
+// reports the failure once, unless the command or this side is done with
+// input.
+func (c *cli) sendInput(q <-chan inputChunk, send func(b []byte, eof bool) error, unsent *atomic.Int64, o pumpOptions, drained chan<- struct{}) {
+	defer close(drained)
+	failed := false
+	for ch := range q {
+		if failed {
+			continue
+		}
+		err := send(ch.b, ch.eof)
+		if err == nil {
+			unsent.Add(-int64(len(ch.b)))
+			continue
+		}
+		failed = true
+		if errors.Is(err, net.ErrClosed) || isInputDone(err) {
+			continue // the command, or this side, is done with input
+		}
+		if o.failed != nil {
+			o.failed(err)
+		} else {
+			c.stdinError(err)
+		}
+	}
+}
+
+// detachAfter ends the pump at the detach key: before (what was read
+// ahead of the key) is queued and q closed; the sender has up to
+// detachDrain to send what is still unsent (said when there is some), and
+// detach gets how many bytes it could not.
+func (c *cli) detachAfter(before []byte, q chan<- inputChunk, unsent *atomic.Int64, drained <-chan struct{}, detach func(unsent int64)) {
+	if len(before) > 0 {
+		unsent.Add(int64(len(before)))
+		q <- inputChunk{b: before}
+	}
+	close(q)
+	if n := unsent.Load(); n > 0 {
+		c.rawErrorf("detaching: sending the %d bytes read before Ctrl-] first (up to %v)", n, detachDrain)
+	}
+	t := time.NewTimer(detachDrain)
+	select {
+	case <-drained:
+	case <-t.C:
+	}
+	t.Stop()
+	detach(unsent.Load())
 }
 
 // cbreak turns off canonical input and echo on terminal fd (keys arrive
@@ -163,107 +179,27 @@ func (c *cli) stdinError(err error) {
 //
 // owned: this client started the command (exec -t), so it kills it when
 // its output can no longer be written here.
+//
+// Its steps: the local terminal (raw, window size), the input (stdin or
+// only the detach key), the signals, then the events until the end.
 func (c *cli) attachTo(ctx context.Context, st *wire.Status, cursor int64, withStdin, owned bool) int {
+	ctx, cancel := context.WithCancel(ctx) // ends the window and signal relays with the attach
+	defer cancel()
 	a, err := c.c.Attach(ctx, st.CommandID, cursor)
 	if err != nil {
 		return c.fail(err, st.CommandID)
 	}
 	defer a.Close()
-	in := int(c.stdin.Fd())
-	pty := st.PTY != nil
-	restore := func() {}
-	if pty && term.IsTerminal(in) {
-		old, err := term.MakeRaw(in)
-		if err == nil {
-			var once sync.Once
-			restore = func() { once.Do(func() { term.Restore(in, old) }) }
-			defer restore()
-		}
-		winch := make(chan os.Signal, 1)
-		signal.Notify(winch, syscall.SIGWINCH)
-		defer signal.Stop(winch)
-		resize := func() {
-			if cols, rows, err := term.GetSize(in); err == nil && cols > 0 && rows > 0 {
-				cols, rows = c.clampWindow(cols, rows, true)
-				if _, err := c.c.Resize(ctx, st.CommandID, cols, rows); err != nil && !isInputDone(err) && ctx.Err() == nil {
-					c.rawErrorf("the window size %dx%d did not reach the command: %v", cols, rows, reason(err))
-				}
-			}
-		}
-		if st.PTY.Cols != 0 {
-			// This terminal's size, not the one the command had: attach
-			// may come from another window than the one that started it.
-			if cols, rows, err := term.GetSize(in); err == nil && (cols != st.PTY.Cols || rows != st.PTY.Rows) {
-				resize()
-			}
-		}
-		go func() {
-			for range winch {
-				resize()
-			}
-		}()
+	at := &attachment{c: c, a: a, st: st, in: int(c.stdin.Fd()), pty: st.PTY != nil, owned: owned,
+		restore: func() {}, detached: make(chan struct{}), detachDone: make(chan struct{})}
+	defer func() { at.restore() }()
+	if at.pty && term.IsTerminal(at.in) {
+		at.rawTerminal(ctx)
 	}
-	detached := make(chan struct{})   // closed when the detach key is read
-	detachDone := make(chan struct{}) // closed once detachLost is set
-	var detachLost string             // why input read before the key may not have arrived
-	// inputLost: a frame was refused or a send failed, so the command may
-	// not have seen everything that was typed or piped: never exit 0.
-	var inputLost atomic.Bool
-	if withStdin && (pty || (st.Stdin && !st.StdinClosed)) {
-		// A local EOF on a pipe or /dev/null (attach ID </dev/null) says
-		// that there is nothing to type, not that a person pressed
-		// Ctrl-D: a terminal command is left alone.
-		o := pumpOptions{noEOF: pty && !term.IsTerminal(in), failed: func(err error) {
-			c.stdinError(err)
-			inputLost.Store(true)
-		}}
-		if term.IsTerminal(in) {
-			// Raw: Ctrl-] at once; a pipe command on a cooked terminal:
-			// Ctrl-] then Enter (the line is the terminal's until then).
-			o.detach = func(unsent int64) {
-				close(detached)
-				switch {
-				case unsent > 0:
-					detachLost = fmt.Sprintf("%d bytes read before Ctrl-] were not sent: the command did not read them within %v", unsent, detachDrain)
-					a.Close()
-				case !a.Detach(detachConfirm): // ends the Next below
-					detachLost = fmt.Sprintf("the daemon did not confirm within %v that it read everything sent before Ctrl-]", detachConfirm)
-				}
-				close(detachDone)
-			}
-		}
-		go c.pumpStdin(a.Stdin, o)
-	} else if term.IsTerminal(in) {
-		// No input to forward (--no-stdin, or a command without stdin),
-		// but a person at a terminal who wants to stop watching without
-		// Ctrl-C (forwarded: it would end the command; in raw mode it is
-		// only a key): read keys one by one for Ctrl-]. A pipe command's
-		// terminal goes to cbreak: echo off, signals and output as they
-		// were.
-		ok := pty // already raw
-		if !pty {
-			if undo, err := cbreak(in); err == nil {
-				restore, ok = undo, true
-				defer restore()
-			}
-		}
-		if ok {
-			go func() {
-				buf := make([]byte, 256)
-				for {
-					n, err := c.stdin.Read(buf)
-					if bytes.IndexByte(buf[:n], detachKey) >= 0 {
-						close(detached)
-						close(detachDone)
-						a.Close()
-						return
-					}
-					if err != nil {
-						return
-					}
-				}
-			}()
-		}
+	if withStdin && (at.pty || (st.Stdin && !st.StdinClosed)) {
+		at.forwardStdin()
+	} else if term.IsTerminal(at.in) {
+		at.watchDetachKey()
 	}
 	started := make(chan string, 1)
 	started <- st.CommandID
@@ -274,25 +210,141 @@ func (c *cli) attachTo(ctx context.Context, st *wire.Status, cursor int64, withS
 			c.rawErrorf("%s did not reach the command: %v", signalName(sig), reason(err))
 		}
 	})
+	return at.follow(ctx)
+}
+
+// attachment is one attachTo: the command, the local terminal, and what
+// the input and detach goroutines report to the event loop.
+type attachment struct {
+	c     *cli
+	a     *srclient.Attachment
+	st    *wire.Status
+	in    int  // the local stdin's descriptor
+	pty   bool // the command has a terminal
+	owned bool // this client started the command (attachTo)
+
+	// restore puts the local terminal back as it was (raw or cbreak
+	// mode); idempotent, a no-op when nothing was changed.
+	restore func()
+
+	detached   chan struct{} // closed when the detach key is read
+	detachDone chan struct{} // closed once detachLost is set
+	detachLost string        // why input read before the key may not have arrived
+	// inputLost: a frame was refused or a send failed, so the command may
+	// not have seen everything that was typed or piped: never exit 0.
+	inputLost atomic.Bool
+}
+
+// rawTerminal makes the local terminal raw, for the command's terminal,
+// gives the command this window's size and follows its changes until ctx
+// is done.
+func (at *attachment) rawTerminal(ctx context.Context) {
+	c, in, st := at.c, at.in, at.st
+	if old, err := term.MakeRaw(in); err == nil {
+		var once sync.Once
+		at.restore = func() { once.Do(func() { term.Restore(in, old) }) }
+	}
+	winch := make(chan os.Signal, 1)
+	signal.Notify(winch, syscall.SIGWINCH)
+	resize := func() {
+		if cols, rows, err := term.GetSize(in); err == nil && cols > 0 && rows > 0 {
+			cols, rows = c.clampWindow(cols, rows, true)
+			if _, err := c.c.Resize(ctx, st.CommandID, cols, rows); err != nil && !isInputDone(err) && ctx.Err() == nil {
+				c.rawErrorf("the window size %dx%d did not reach the command: %v", cols, rows, reason(err))
+			}
+		}
+	}
+	if st.PTY.Cols != 0 {
+		// This terminal's size, not the one the command had: attach
+		// may come from another window than the one that started it.
+		if cols, rows, err := term.GetSize(in); err == nil && (cols != st.PTY.Cols || rows != st.PTY.Rows) {
+			resize()
+		}
+	}
+	go func() {
+		defer signal.Stop(winch)
+		for {
+			select {
+			case <-winch:
+				resize()
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+}
+
+// forwardStdin pumps the local stdin to the command; on a terminal, the
+// detach key ends the pump once what was read before it was sent.
+func (at *attachment) forwardStdin() {
+	c := at.c
+	// A local EOF on a pipe or /dev/null (attach ID </dev/null) says
+	// that there is nothing to type, not that a person pressed
+	// Ctrl-D: a terminal command is left alone.
+	o := pumpOptions{noEOF: at.pty && !term.IsTerminal(at.in), failed: func(err error) {
+		c.stdinError(err)
+		at.inputLost.Store(true)
+	}}
+	if term.IsTerminal(at.in) {
+		// Raw: Ctrl-] at once; a pipe command on a cooked terminal:
+		// Ctrl-] then Enter (the line is the terminal's until then).
+		o.detach = func(unsent int64) {
+			close(at.detached)
+			switch {
+			case unsent > 0:
+				at.detachLost = fmt.Sprintf("%d bytes read before Ctrl-] were not sent: the command did not read them within %v", unsent, detachDrain)
+				at.a.Close()
+			case !at.a.Detach(detachConfirm): // ends the Next of follow
+				at.detachLost = fmt.Sprintf("the daemon did not confirm within %v that it read everything sent before Ctrl-]", detachConfirm)
+			}
+			close(at.detachDone)
+		}
+	}
+	go c.pumpStdin(at.a.Stdin, o)
+}
+
+// watchDetachKey is for a person at a terminal with no input to forward
+// (--no-stdin, or a command without stdin) who wants to stop watching
+// without Ctrl-C (forwarded: it would end the command; in raw mode it is
+// only a key): it reads keys one by one for Ctrl-]. A pipe command's
+// terminal goes to cbreak: echo off, signals and output as they were.
+func (at *attachment) watchDetachKey() {
+	if !at.pty { // else already raw
+		undo, err := cbreak(at.in)
+		if err != nil {
+			return
+		}
+		at.restore = undo
+	}
+	go func() {
+		buf := make([]byte, 256)
+		for {
+			n, err := at.c.stdin.Read(buf)
+			if bytes.IndexByte(buf[:n], detachKey) >= 0 {
+				close(at.detached)
+				close(at.detachDone)
+				at.a.Close()
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+}
+
+// follow writes the command's events here until it exits (its exit code),
+// the detach key is read, or the attachment fails.
+func (at *attachment) follow(ctx context.Context) int {
+	c, st := at.c, at.st
 	var gap int64 // output bytes lost
 	for {
-		ev, err := a.Next(ctx)
+		ev, err := at.a.Next(ctx)
 		if err != nil {
-			restore()
+			at.restore()
 			select {
-			case <-detached:
-				if f, ok := c.stderr.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
-					// The cursor is wherever the command left it (after
-					// its prompt): start the note on a line of its own.
-					fmt.Fprintln(c.stderr)
-				}
-				<-detachDone
-				c.errorf("detached from %s, which goes on running; sandbox-runtime attach %s comes back to it", st.CommandID, st.CommandID)
-				if detachLost != "" {
-					c.errorf("%s; exiting %d", detachLost, ExitFailed)
-					return ExitFailed
-				}
-				return 0
+			case <-at.detached:
+				return at.detachedExit()
 			default:
 			}
 			return c.fail(err, st.CommandID)
@@ -305,8 +357,8 @@ func (c *cli) attachTo(ctx context.Context, st *wire.Status, cursor int64, withS
 				w = c.stderr
 			}
 			if !c.emit(w, b) {
-				restore()
-				if owned {
+				at.restore()
+				if at.owned {
 					return c.writeFailed(st.CommandID)
 				}
 				return c.writeFailed("")
@@ -316,18 +368,36 @@ func (c *cli) attachTo(ctx context.Context, st *wire.Status, cursor int64, withS
 		case wire.EventError:
 			if ev.Error.Code != wire.CodeFinished && ev.Error.Code != wire.CodeStdinClosed {
 				c.errorf("the daemon refused a frame: %s", ev.Error.Message)
-				inputLost.Store(true)
+				at.inputLost.Store(true)
 			}
 		case wire.EventExit:
-			restore() // before the note, which wants a cooked terminal
+			at.restore() // before the note, which wants a cooked terminal
 			code := c.lost(gap, c.finished(ev.Status))
-			if inputLost.Load() && code == 0 {
+			if at.inputLost.Load() && code == 0 {
 				c.errorf("the command exited 0, but not all of the input or frames sent to it arrived (see above); exiting %d", ExitFailed)
 				return ExitFailed
 			}
 			return code
 		}
 	}
+}
+
+// detachedExit says that the client detached and returns its exit code:
+// 0, or 125 when input read before the detach key may not have arrived.
+func (at *attachment) detachedExit() int {
+	c, id := at.c, at.st.CommandID
+	if f, ok := c.stderr.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		// The cursor is wherever the command left it (after its
+		// prompt): start the note on a line of its own.
+		fmt.Fprintln(c.stderr)
+	}
+	<-at.detachDone
+	c.errorf("detached from %s, which goes on running; sandbox-runtime attach %s comes back to it", id, id)
+	if at.detachLost != "" {
+		c.errorf("%s; exiting %d", at.detachLost, ExitFailed)
+		return ExitFailed
+	}
+	return 0
 }
 
 func (c *cli) attach(args []string) int {

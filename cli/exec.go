@@ -184,23 +184,7 @@ func (c *cli) execute(f *createFlags, argv []string) int {
 		OnStart: func(st *wire.Status) {
 			started <- st.CommandID
 			if f.interactive {
-				go c.pumpStdin(func(b []byte, eof bool) error {
-					_, err := c.c.Stdin(ctx, st.CommandID, b, eof)
-					return err
-				}, pumpOptions{failed: func(err error) {
-					if ctx.Err() != nil {
-						return // the run is over (the command ended, or the client stops): nothing to kill
-					}
-					// A stdin write has no offset: one that broke off may
-					// or may not have been queued, so it cannot be sent
-					// again exactly once. Waiting would hang the command
-					// to its timeout: end it now.
-					stdinFailed.Store(true)
-					c.errorf("sending stdin to command %s failed (%s); a stdin write that broke off cannot be repeated safely, so the command is killed", st.CommandID, reason(err))
-					kctx, kcancel := context.WithTimeout(context.Background(), 10*time.Second)
-					c.c.Kill(kctx, st.CommandID)
-					kcancel()
-				}})
+				go c.execStdin(ctx, st.CommandID, &stdinFailed)
 			}
 		},
 	})
@@ -225,6 +209,27 @@ func (c *cli) execute(f *createFlags, argv []string) int {
 		return ExitFailed // said by the pump
 	}
 	return code
+}
+
+// execStdin forwards the local stdin to command id (exec -i) until its
+// end or ctx's. A send that fails kills the command and sets failed: a
+// stdin write has no offset, so one that broke off may or may not have
+// been queued and cannot be sent again exactly once, and waiting would
+// hang the command to its timeout.
+func (c *cli) execStdin(ctx context.Context, id string, failed *atomic.Bool) {
+	c.pumpStdin(func(b []byte, eof bool) error {
+		_, err := c.c.Stdin(ctx, id, b, eof)
+		return err
+	}, pumpOptions{failed: func(err error) {
+		if ctx.Err() != nil {
+			return // the run is over (the command ended, or the client stops): nothing to kill
+		}
+		failed.Store(true)
+		c.errorf("sending stdin to command %s failed (%s); a stdin write that broke off cannot be repeated safely, so the command is killed", id, reason(err))
+		kctx, kcancel := context.WithTimeout(context.Background(), 10*time.Second)
+		c.c.Kill(kctx, id)
+		kcancel()
+	}})
 }
 
 // forwardSignals relays SIGINT, SIGTERM, SIGHUP and SIGQUIT to the command
