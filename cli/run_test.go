@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	goruntime "runtime"
+
 	"github.com/sandbox-runtime/sandbox-runtime/internal/daemontest"
 	"github.com/sandbox-runtime/sandbox-runtime/runtime"
 	"github.com/sandbox-runtime/sandbox-runtime/wire"
@@ -140,4 +142,64 @@ func TestCommandsAreTheSubcommands(t *testing.T) {
 	if code := Run([]string{"frob"}, Env{Getenv: func(string) string { return "" }, Stdin: os.Stdin, Stdout: &stderr, Stderr: &stderr}); code != ExitUsage || !strings.Contains(stderr.String(), `"frob" is not a subcommand`) {
 		t.Errorf("Run(frob): exit %d, %q; want %d saying it is no subcommand", code, stderr.String(), ExitUsage)
 	}
+}
+
+// TestRunLeavesNothingRunning: what a run starts (the signal relay, the
+// stdin pump, the window watch) ends with it: a process that runs the
+// client twice does not relay the second run's signals to the first one's
+// command, nor keep goroutines per run. (The relay used to live on after
+// exec and attach returned.)
+func TestRunLeavesNothingRunning(t *testing.T) {
+	url := startDaemon(t)
+	null, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer null.Close()
+	var id bytes.Buffer
+	getenv := func(k string) string {
+		if k == "SANDBOX_RUNTIME_URL" {
+			return url
+		}
+		return ""
+	}
+	if code := Run([]string{"run", "-d", "--", "echo", "hi"}, Env{Getenv: getenv, Stdin: null, Stdout: &id, Stderr: os.Stderr}); code != 0 {
+		t.Fatalf("run -d: exit %d", code)
+	}
+	for _, args := range [][]string{
+		{"exec", "--", "true"},
+		{"exec", "-i", "--", "cat"},
+		{"attach", strings.TrimSpace(id.String())},
+		{"logs", "-f", strings.TrimSpace(id.String())},
+		{"ps"},
+	} {
+		if code, stderr := runIn(t, url, null, args...); code != 0 {
+			t.Fatalf("%v: exit %d, stderr %q", args, code, stderr)
+		}
+	}
+	var left []string
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		left = runGoroutines()
+		if len(left) == 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond) // polls a condition, bounded
+	}
+	if len(left) > 0 {
+		t.Fatalf("%d goroutines of finished runs are still there:\n%s", len(left), strings.Join(left, "\n\n"))
+	}
+}
+
+// runGoroutines returns the stacks of the goroutines running this
+// package's code or started by it, but the tests'.
+func runGoroutines() []string {
+	buf := make([]byte, 1<<20)
+	buf = buf[:goruntime.Stack(buf, true)]
+	var out []string
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if strings.Contains(g, "sandbox-runtime/cli.") && !strings.Contains(g, "sandbox-runtime/cli.Test") && !strings.Contains(g, "sandbox-runtime/cli.runIn") {
+			out = append(out, g)
+		}
+	}
+	return out
 }
