@@ -35,8 +35,11 @@
 // One run of a subcommand is a value of its own (the unexported cli
 // type): its flags, its connection, its output errors, whether the local
 // stdin failed. The package holds no mutable state, so runs in one process
-// (tests) never see each other's; what a run registers with the process
-// (signal relays, SIGWINCH) it takes back before Run returns.
+// (tests) never see each other's. What a run starts (the signal relay, the
+// SIGWINCH watch) ends with it, and nothing it says reaches Stdout or
+// Stderr after Run returns. One limit: a read of Stdin that is still
+// blocked when the run ends (a terminal nobody types on) returns only
+// with the next input or the end, which it then drops.
 //
 // The package imports of this module only client, wire and
 // internal/tokenfile (the token file's reading, shared with the daemon):
