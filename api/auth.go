@@ -3,18 +3,12 @@ package api
 import (
 	"context"
 	"crypto/subtle"
-	"errors"
-	"fmt"
-	"io"
-	"io/fs"
 	"net/http"
-	"os"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"time"
 
-	"github.com/sandbox-runtime/sandbox-runtime/wire"
+	"github.com/sandbox-runtime/sandbox-runtime/internal/tokenfile"
 	"go.uber.org/zap"
 )
 
@@ -22,80 +16,14 @@ import (
 // wants a changed file to take effect within 5 s.
 const tokenRecheck = 2 * time.Second
 
-// MaxTokenFileBytes bounds a token file (protocol.md §6): a bearer token is
-// a few dozen bytes, and a file larger than this is refused at start and on
-// every re-read, never read whole (a 300 MB file, or a symlink to
-// /dev/zero, must not cost the daemon its memory).
-const MaxTokenFileBytes = 4 << 10
+// MaxTokenFileBytes bounds a token file (protocol.md §6); the rule is
+// internal/tokenfile's, which the command-line client shares.
+const MaxTokenFileBytes = tokenfile.MaxBytes
 
-// ReadTokenFile reads the token of a token file: the file's contents
-// without surrounding whitespace. It refuses (with an error that never
-// contains the token) a file that is missing or unreadable, not a regular
-// file once symlinks are followed (a FIFO, a device, a directory: the open
-// never blocks on one), larger than MaxTokenFileBytes, blank, or holding
-// what no request can send as a bearer token (wire.CheckToken).
-func ReadTokenFile(path string) ([]byte, error) {
-	// O_NONBLOCK: opening a FIFO or a device neither waits for a writer
-	// nor for a carrier. Symlinks are followed (a Kubernetes secret volume
-	// is a chain of them); what they lead to is checked on the open file.
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
-	if err != nil {
-		return nil, unwrapPath(err)
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, unwrapPath(err)
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("not a regular file (%s)", fileKind(fi.Mode()))
-	}
-	if fi.Size() > MaxTokenFileBytes {
-		return nil, fmt.Errorf("larger than %d bytes (%d)", MaxTokenFileBytes, fi.Size())
-	}
-	data, err := io.ReadAll(io.LimitReader(f, MaxTokenFileBytes+1))
-	if err != nil {
-		return nil, unwrapPath(err)
-	}
-	if len(data) > MaxTokenFileBytes { // it grew since the stat
-		return nil, fmt.Errorf("larger than %d bytes", MaxTokenFileBytes)
-	}
-	tok := []byte(strings.TrimSpace(string(data)))
-	if len(tok) == 0 {
-		return nil, errors.New("the file is empty")
-	}
-	// A token no request can send (a second line, NUL, a BOM) would
-	// refuse every request while looking like auth is on.
-	if err := wire.CheckToken(string(tok)); err != nil {
-		return nil, err
-	}
-	return tok, nil
-}
-
-// unwrapPath drops the *fs.PathError around err: callers name the file.
-func unwrapPath(err error) error {
-	var pe *fs.PathError
-	if errors.As(err, &pe) {
-		return pe.Err
-	}
-	return err
-}
-
-func fileKind(m fs.FileMode) string {
-	switch {
-	case m&fs.ModeNamedPipe != 0:
-		return "a FIFO"
-	case m&fs.ModeCharDevice != 0:
-		return "a character device"
-	case m&fs.ModeDevice != 0:
-		return "a block device"
-	case m&fs.ModeSocket != 0:
-		return "a socket"
-	case m.IsDir():
-		return "a directory"
-	}
-	return m.Type().String()
-}
+// ReadTokenFile reads the token of a token file, refusing what
+// tokenfile.Read refuses (its doc says what), with an error that never
+// contains the token.
+func ReadTokenFile(path string) ([]byte, error) { return tokenfile.Read(path) }
 
 // tokenAuth checks bearer tokens against a file that may change while the
 // runtime runs. With no file configured every request is allowed.

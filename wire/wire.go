@@ -99,7 +99,12 @@ type CreateRequest struct {
 	PTY       *PTYRequest       `json:"pty,omitempty"`        // run on a terminal (feature "pty")
 }
 
-// PTYRequest asks for a terminal of the given size (1–1000 each). Term
+// MaxTerminalSize bounds a terminal's cols and rows (protocol.md): more is
+// taken as this many. The client clamps to it as the daemon does (runtime's
+// MaxTerminalSize, held equal by a test of package cli).
+const MaxTerminalSize = 1000
+
+// PTYRequest asks for a terminal of the given size (1–MaxTerminalSize each). Term
 // sets TERM unless the request's envs do; empty: the daemon's default.
 type PTYRequest struct {
 	Cols int    `json:"cols"`

@@ -29,6 +29,8 @@ import (
 
 	"github.com/sandbox-runtime/sandbox-runtime/internal/daemontest"
 	"github.com/sandbox-runtime/sandbox-runtime/wire"
+
+	"github.com/sandbox-runtime/sandbox-runtime/cli"
 )
 
 // cliDaemon is a daemon for the client tests.
@@ -1062,7 +1064,7 @@ func TestCLILogsFollowShutdown(t *testing.T) {
 // lines do; a mistyped subcommand gets a "did you mean".
 func TestCLIHelpSpellingAndSuggestions(t *testing.T) {
 	t.Parallel()
-	for name := range cliCommands {
+	for _, name := range cli.Commands() {
 		r := runClient(t, nil, "", name, "--help")
 		if r.code != 0 || !strings.Contains(r.stdout, "\n  --url string\n") || strings.Contains(r.stdout, "\n  -url") || strings.Contains(r.stdout, "\n  -token-file") {
 			t.Errorf("%s --help: exit %d, %q; want --url and --token-file with two dashes", name, r.code, r.stdout)
@@ -1073,8 +1075,8 @@ func TestCLIHelpSpellingAndSuggestions(t *testing.T) {
 		{"frobnicate", `unknown subcommand "frobnicate"`},
 	} {
 		r := runClient(t, nil, "", tc.arg, "x")
-		if r.code != exitUsage || !strings.Contains(r.stderr, tc.want) {
-			t.Errorf("%s x: exit %d, stderr %q; want %d and %s", tc.arg, r.code, r.stderr, exitUsage, tc.want)
+		if r.code != cli.ExitUsage || !strings.Contains(r.stderr, tc.want) {
+			t.Errorf("%s x: exit %d, stderr %q; want %d and %s", tc.arg, r.code, r.stderr, cli.ExitUsage, tc.want)
 		}
 	}
 }

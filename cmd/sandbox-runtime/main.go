@@ -33,7 +33,8 @@
 // Unknown SANDBOX_ variables are logged as warnings.
 //
 // Settings are read from the environment in this package only (loadConfig;
-// the CLI's SANDBOX_RUNTIME_URL and SANDBOX_RUNTIME_TOKEN[_FILE] in cli.go):
+// the CLI's SANDBOX_RUNTIME_URL and SANDBOX_RUNTIME_TOKEN[_FILE] in package
+// cli, from the getenv main hands it):
 // no package the daemon links reads a SANDBOX_ variable. The daemon's own
 // environment is handed to runtime.Config.Env here as the one commands start
 // from; the only other read is procgroup's fallback to the daemon's PATH
@@ -61,6 +62,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/sandbox-runtime/sandbox-runtime/api"
+	"github.com/sandbox-runtime/sandbox-runtime/cli"
 	"github.com/sandbox-runtime/sandbox-runtime/fsroot"
 	"github.com/sandbox-runtime/sandbox-runtime/legacy"
 	"github.com/sandbox-runtime/sandbox-runtime/metrics"
@@ -73,18 +75,18 @@ import (
 var version = "dev"
 
 func main() {
-	if len(os.Args) > 1 && isCLICommand(os.Args[1]) { // the client (cli.go)
-		os.Exit(runCLI(os.Args[1:], os.Getenv))
+	if len(os.Args) > 1 && cli.IsCommand(os.Args[1]) { // the client (package cli)
+		os.Exit(cli.Run(os.Args[1:], cli.Env{Getenv: os.Getenv, Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}))
 	}
 	// Before anything else: no descriptor the daemon inherited reaches
 	// its commands.
 	inherited := procgroup.MarkInheritedFDs()
-	if misplacedCLIFlags(os.Args[1:], os.Stderr) || suggestCLICommand(os.Args[1:], os.Stderr) {
-		os.Exit(exitUsage)
+	if cli.MisplacedFlags(os.Args[1:], os.Stderr) || suggestCLICommand(os.Args[1:], os.Stderr) {
+		os.Exit(cli.ExitUsage)
 	}
 	cfg, err := loadConfig(os.Args[1:], os.Getenv, os.Stdout)
 	if errors.Is(err, flag.ErrHelp) {
-		printCLIHelp(os.Stdout)
+		cli.PrintHelp(os.Stdout)
 		os.Exit(0)
 	}
 	if err != nil {
@@ -339,4 +341,31 @@ func cleanTemps(base string, started time.Time, stop <-chan struct{}, log *zap.L
 		log.Info("removed what interrupted writes left", zap.Int("count", len(removed)),
 			zap.Strings("first", removed[:min(len(removed), 10)]), zap.Error(err))
 	}
+}
+
+// suggestCLICommand reports (after saying so on w) a first argument that
+// looks like a mistyped subcommand ("exce", "log"): it is not a flag, and
+// the daemon takes no arguments.
+func suggestCLICommand(args []string, w io.Writer) bool {
+	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
+		return false
+	}
+	names := cli.Commands()
+	if args[0] == "" {
+		fmt.Fprintf(w, "sandbox-runtime: an empty first argument is not a subcommand (subcommands: %s; the daemon itself takes only flags: see --help)\n", strings.Join(names, ", "))
+		return true
+	}
+	typed := strings.ToLower(args[0]) // KILL is kill mistyped
+	best, bestD := "", 3
+	for _, name := range names {
+		if d := editDistance(typed, name); d < bestD || strings.HasPrefix(name, typed) && bestD > 1 {
+			best, bestD = name, min(d, 1)
+		}
+	}
+	if best != "" {
+		fmt.Fprintf(w, "sandbox-runtime: unknown subcommand %q; did you mean %q? (subcommands: %s; see --help)\n", args[0], best, strings.Join(names, ", "))
+	} else {
+		fmt.Fprintf(w, "sandbox-runtime: unknown subcommand %q (subcommands: %s; the daemon itself takes only flags: see --help)\n", args[0], strings.Join(names, ", "))
+	}
+	return true
 }

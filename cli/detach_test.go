@@ -1,4 +1,6 @@
-package main
+//go:build linux
+
+package cli
 
 import (
 	"bytes"
@@ -61,6 +63,15 @@ func TestPumpStdinDetachSendsFirst(t *testing.T) {
 		case n := <-detached:
 			t.Fatalf("stuck=%v: detached (unsent %d) while hello was still being sent", stuck, n)
 		default:
+		}
+		// The note comes while hello is still unsent (its send waits for
+		// release): wait for it before the send may finish.
+		const note = "detaching: sending the 5 bytes read before Ctrl-] first"
+		for deadline := time.Now().Add(10 * time.Second); !strings.Contains(errb.String(), note); {
+			if time.Now().After(deadline) {
+				t.Fatalf("stuck=%v: stderr %q after 10 s; want the note that 5 bytes are sent first", stuck, errb.String())
+			}
+			time.Sleep(time.Millisecond) // polls a condition, bounded
 		}
 		t0 := time.Now()
 		if !stuck {
