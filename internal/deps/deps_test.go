@@ -26,18 +26,21 @@ const module = "github.com/sandbox-runtime/sandbox-runtime"
 // no layer here (client, internal helpers of tests and tools, cmd/…) are
 // outer: nothing with a layer may import them, and they may import anything.
 var layer = map[string]int{
-	"internal/errno": -1, // below every layer: imported by leaves too
-	"ringbuf":        0,
-	"procgroup":      0,
-	"shlex":          0,
-	"fsroot":         0,
-	"wire":           0,
-	"pycompat":       0,
-	"runtime":        1,
-	"httpx":          2, // HTTP plumbing of the transports: above runtime, which must not speak HTTP
-	"metrics":        2,
-	"api":            3,
-	"legacy":         3,
+	"internal/errno":     -1, // below every layer: imported by leaves too
+	"ringbuf":            0,
+	"procgroup":          0,
+	"shlex":              0,
+	"fsroot":             0,
+	"wire":               0,
+	"pycompat":           0,
+	"sandboxd/processv1": 0, // generated from upstream's process.proto
+	"runtime":            1,
+	"httpx":              2, // HTTP plumbing of the transports: above runtime, which must not speak HTTP
+	"metrics":            2,
+	"api":                3,
+	"legacy":             3,
+	// sandboxd's gRPC ProcessService: a transport beside api and legacy.
+	"sandboxd/process": 3,
 }
 
 // processLayer is what only runtime may import: the transports reach
@@ -58,7 +61,7 @@ var transportMay = map[string][]string{
 }
 
 // transports are the packages that must not skip the runtime layer.
-var transports = []string{"api", "legacy", "metrics"}
+var transports = []string{"api", "legacy", "metrics", "sandboxd/process"}
 
 // leaves import no project package but the ones listed.
 var leaves = map[string][]string{
@@ -71,6 +74,8 @@ var leaves = map[string][]string{
 	"pycompat":       {"internal/errno"},
 	"procgroup":      {"internal/errno"},
 	"client":         {"wire"}, // a client of the protocol links no part of the server
+	// Generated from upstream's process.proto: grpc and protobuf only.
+	"sandboxd/processv1": nil,
 }
 
 // outer are the packages above every layer (commands, tools, tests): they
