@@ -253,8 +253,13 @@ func run(ctx context.Context, stopSignals func(), cfg *config, log *zap.Logger, 
 		ConnContext:       api.ConnContext, // streams bound what the kernel queues for a slow reader
 		ConnState:         srv.ConnState,   // open connections are capped well below the fd limit
 	}
+	grpcAddr := ""
+	if gln != nil {
+		grpcAddr = gln.Addr().String()
+	}
 	log.Info("listening",
 		zap.String("addr", ln.Addr().String()),
+		zap.String("sandboxd_grpc_addr", grpcAddr),
 		zap.String("version", version),
 		zap.String("base_dir", cfg.BaseDir),
 		zap.Int("pid", os.Getpid()),
@@ -266,8 +271,7 @@ func run(ctx context.Context, stopSignals func(), cfg *config, log *zap.Logger, 
 	serveErr := make(chan error, 2)
 	go func() { serveErr <- hs.Serve(ln) }()
 	if gsrv != nil {
-		log.Info("serving sandboxd's gRPC ProcessService", zap.String("addr", gln.Addr().String()),
-			zap.Bool("auth", tokenAsked(gln)))
+		log.Info("serving sandboxd's gRPC ProcessService", zap.String("addr", grpcAddr), zap.Bool("auth", tokenAsked(gln)))
 		go func() {
 			if err := gsrv.Serve(gln); err != nil {
 				serveErr <- fmt.Errorf("sandboxd gRPC: %w", err)
