@@ -179,6 +179,14 @@ type run struct {
 	trailer        metadata.MD
 }
 
+// exitString shows the exit code, or that none came.
+func (r *run) exitString() string {
+	if r.exit == nil {
+		return "none"
+	}
+	return strconv.Itoa(int(*r.exit))
+}
+
 // collect reads s to its end (or until ctx ends).
 func collect(s grpc.ServerStreamingClient[pb.StartResponse]) *run {
 	r := &run{}
@@ -397,7 +405,7 @@ func TestStartStreamsOutputAndExit(t *testing.T) {
 	}
 	r := collect(s)
 	if r.err != nil || r.id <= 0 || r.stdout.String() != "out\n" || r.stderr.String() != "err\n" || r.exit == nil || *r.exit != 4 {
-		t.Fatalf("id %d stdout %q stderr %q exit %v err %v", r.id, r.stdout.String(), r.stderr.String(), r.exit, r.err)
+		t.Fatalf("id %d stdout %q stderr %q exit %s err %v", r.id, r.stdout.String(), r.stderr.String(), r.exitString(), r.err)
 	}
 	// The id is forgotten once the stream has ended.
 	_, err = tg.client.WriteStdin(ctxT(t, 10*time.Second), &pb.WriteStdinRequest{ProcessId: r.id, Payload: &pb.WriteStdinRequest_Eof{Eof: &emptypb.Empty{}}})
@@ -418,7 +426,7 @@ func TestStartStdinAndEOF(t *testing.T) {
 	}
 	r := collect(s)
 	if r.err != nil || r.exit == nil || *r.exit != 0 {
-		t.Fatalf("after EOF: exit %v err %v", r.exit, r.err)
+		t.Fatalf("after EOF: exit %s err %v", r.exitString(), r.err)
 	}
 }
 
@@ -474,7 +482,7 @@ func TestSendSignalReachesTheGroup(t *testing.T) {
 	}
 	r := collect(s)
 	if r.exit == nil || *r.exit == 0 {
-		t.Fatalf("exit %v err %v", r.exit, r.err)
+		t.Fatalf("exit %s err %v", r.exitString(), r.err)
 	}
 	if !gone(child, 10*time.Second) {
 		t.Fatalf("the background child %d outlived SIGKILL to the group", child)
@@ -530,7 +538,7 @@ func TestPTYSizeIsSetBeforeTheProgramStarts(t *testing.T) {
 		}
 		r := collect(s)
 		if got := strings.TrimSpace(r.stdout.String()); got != "45 123" || r.exit == nil || *r.exit != 0 {
-			t.Fatalf("stty size said %q (exit %v, err %v), want \"45 123\"", got, r.exit, r.err)
+			t.Fatalf("stty size said %q (exit %s, err %v), want \"45 123\"", got, r.exitString(), r.err)
 		}
 	}
 }
@@ -579,7 +587,7 @@ func TestPTYStdinEOF(t *testing.T) {
 	readUntil(t, s, &out, "done")
 	r := collect(s)
 	if r.exit == nil || *r.exit != 0 {
-		t.Fatalf("exit %v err %v", r.exit, r.err)
+		t.Fatalf("exit %s err %v", r.exitString(), r.err)
 	}
 }
 
@@ -594,7 +602,7 @@ func TestShortPTYOutputIsKept(t *testing.T) {
 		}
 		r := collect(s)
 		if !strings.Contains(r.stdout.String(), "quick") || r.exit == nil || *r.exit != 0 {
-			t.Fatalf("run %d: stdout %q exit %v err %v", i, r.stdout.String(), r.exit, r.err)
+			t.Fatalf("run %d: stdout %q exit %s err %v", i, r.stdout.String(), r.exitString(), r.err)
 		}
 	}
 }
@@ -608,7 +616,7 @@ func TestStartBackgroundChildHoldingStdout(t *testing.T) {
 	}
 	r := collect(s)
 	if r.stdout.String() != "started\n" || r.exit == nil || *r.exit != 0 || r.err != nil {
-		t.Fatalf("stdout %q exit %v err %v", r.stdout.String(), r.exit, r.err)
+		t.Fatalf("stdout %q exit %s err %v", r.stdout.String(), r.exitString(), r.err)
 	}
 	if took := time.Since(t0); took > 9*time.Second {
 		t.Errorf("the stream took %v: it waited for the background child", took)
@@ -627,7 +635,7 @@ func TestWriteStdinTooLargeMessage(t *testing.T) {
 	}
 	tg.client.WriteStdin(ctx, &pb.WriteStdinRequest{ProcessId: id, Payload: &pb.WriteStdinRequest_Eof{Eof: &emptypb.Empty{}}})
 	if r := collect(s); r.exit == nil || *r.exit != 0 {
-		t.Fatalf("exit %v err %v", r.exit, r.err)
+		t.Fatalf("exit %s err %v", r.exitString(), r.err)
 	}
 }
 
@@ -715,7 +723,7 @@ func TestStartIsAManagedCommand(t *testing.T) {
 	tg.client.SendSignal(ctx, &pb.SendSignalRequest{ProcessId: id, Signal: pb.Signal_SIGNAL_SIGKILL})
 	r := collect(s)
 	if r.exit == nil || *r.exit != -9 || r.trailer.Get("sandbox-state")[0] != "exited" || r.trailer.Get("sandbox-signal")[0] != "SIGKILL" {
-		t.Fatalf("exit %v trailer %v err %v", r.exit, r.trailer, r.err)
+		t.Fatalf("exit %s trailer %v err %v", r.exitString(), r.trailer, r.err)
 	}
 }
 
@@ -815,7 +823,7 @@ func TestStartReaderBehindTheRingLearnsOfTheLoss(t *testing.T) {
 	}
 	r := collect(s)
 	if r.exit == nil || *r.exit != 0 {
-		t.Fatalf("exit %v err %v", r.exit, r.err)
+		t.Fatalf("exit %s err %v", r.exitString(), r.err)
 	}
 	wantCode(t, r.err, codes.DataLoss)
 	lost, _ := strconv.Atoi(strings.Join(r.trailer.Get("sandbox-output-lost-bytes"), ""))
@@ -876,7 +884,7 @@ func TestShutdownEndsStreamsAndRefuses(t *testing.T) {
 	}
 	r := collect(s)
 	if r.exit == nil || r.trailer.Get("sandbox-state")[0] != "terminated" {
-		t.Fatalf("exit %v trailer %v err %v", r.exit, r.trailer, r.err)
+		t.Fatalf("exit %s trailer %v err %v", r.exitString(), r.trailer, r.err)
 	}
 	if code, ok := tg.d.Wait(30 * time.Second); !ok || code != 0 {
 		t.Fatalf("the daemon exited %d (%v)", code, ok)
