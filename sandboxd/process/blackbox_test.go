@@ -713,6 +713,19 @@ func TestStartIsAManagedCommand(t *testing.T) {
 	if st.State != "running" || st.TimeoutSeconds != 300 {
 		t.Fatalf("v1 status %+v, want running with the 300 s cap", st)
 	}
+	var list struct {
+		Commands []struct {
+			CommandID string `json:"command_id"`
+		} `json:"commands"`
+	}
+	v1(t, tg.d, "/v1/commands?state=running", &list) // what `sandbox-runtime ps` shows
+	listed := false
+	for _, c := range list.Commands {
+		listed = listed || c.CommandID == cid[0]
+	}
+	if !listed {
+		t.Errorf("GET /v1/commands?state=running lacks the Started command %s: %+v", cid[0], list.Commands)
+	}
 	var info struct {
 		Features []string `json:"features"`
 	}
