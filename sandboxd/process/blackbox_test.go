@@ -903,3 +903,64 @@ func TestShutdownEndsStreamsAndRefuses(t *testing.T) {
 		t.Fatalf("the daemon exited %d (%v)", code, ok)
 	}
 }
+
+// TestExecuteDeadlineKillsTheGroup: when an Execute's deadline passes (the
+// SDK's timeout), the client gets DEADLINE_EXCEEDED and nothing the command
+// started is left running.
+func TestExecuteDeadlineKillsTheGroup(t *testing.T) {
+	tg := sharedTarget(t)
+	pidfile := filepath.Join(tg.root, fmt.Sprintf("execute-deadline-%d.pid", time.Now().UnixNano()))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	_, err := tg.client.Execute(ctx, &pb.ExecuteRequest{Config: argv(fmt.Sprintf("sleep 60 & echo $! > %s; sleep 60", pidfile))})
+	wantCode(t, err, codes.DeadlineExceeded)
+	b, err := os.ReadFile(pidfile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatalf("pid file %q", b)
+	}
+	if !gone(pid, 10*time.Second) {
+		t.Fatalf("the background child %d outlived the Execute's deadline", pid)
+	}
+}
+
+// TestStartDeadlineKillsTheGroup: the same for a Start stream's deadline.
+func TestStartDeadlineKillsTheGroup(t *testing.T) {
+	tg := sharedTarget(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	s, _ := startInit(t, ctx, tg.client, &pb.StartRequest{Config: argv("sleep 60 & echo $!; sleep 60")})
+	child := childPID(t, s)
+	r := collect(s)
+	if r.exit == nil {
+		wantCode(t, r.err, codes.DeadlineExceeded)
+	}
+	if !gone(child, 10*time.Second) {
+		t.Fatalf("the background child %d outlived the stream's deadline", child)
+	}
+}
+
+// TestExecuteCaptureBoundIsSaid: output past the capture bound is cut, and
+// the trailers say how much.
+func TestExecuteCaptureBoundIsSaid(t *testing.T) {
+	ours(t)
+	tg := start(t, "SANDBOX_EXECUTE_OUTPUT_LIMIT_BYTES=1000")
+	defer tg.d.Stop()
+	var tr metadata.MD
+	res, err := tg.client.Execute(ctxT(t, 30*time.Second), &pb.ExecuteRequest{Config: argv("head -c 5000 /dev/zero; head -c 1500 /dev/zero >&2")}, grpc.Trailer(&tr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Stdout) != 1000 || len(res.Stderr) != 1000 || res.ExitCode != 0 {
+		t.Fatalf("%d bytes of stdout, %d of stderr, exit %d", len(res.Stdout), len(res.Stderr), res.ExitCode)
+	}
+	if got := tr.Get("sandbox-stdout-dropped-bytes"); len(got) != 1 || got[0] != "4000" {
+		t.Errorf("stdout dropped %v, want 4000 (trailer %v)", got, tr)
+	}
+	if got := tr.Get("sandbox-stderr-dropped-bytes"); len(got) != 1 || got[0] != "500" {
+		t.Errorf("stderr dropped %v, want 500 (trailer %v)", got, tr)
+	}
+}
