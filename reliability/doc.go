@@ -25,6 +25,13 @@
 //   - TestPID1Signals: the daemon as PID 1 of a pid namespace; commands send
 //     it every signal 1…64 but TERM and INT; it survives, logs the
 //     catchable ones, keeps a stream open, then exits 0 on SIGTERM.
+//   - TestSandboxdGRPCHostile: sandboxd's gRPC listener (SANDBOXD_GRPC_ADDR)
+//     gets malformed frames, a message declaring 2 GiB, 2000 / 500 concurrent
+//     calls (Start, unknown ids, Execute), 300 / 100 cancelled Starts and 8
+//     never-reading 256 MiB streams: every raw connection closed, the 2 GiB
+//     message RESOURCE_EXHAUSTED, no unexpected status, no process left, RSS
+//     <= idle + 96 MiB with the readers stalled, goroutines and fds back to
+//     idle (slack 3), PID alive.
 //   - TestExecuteMemory: 12 concurrent /execute writing 100 MB / 16 MB of
 //      to each stream (cap 8 MiB / 2 MiB): VmHWM <= idle + 8 × 2 × cap +
 //     32 MiB, at most 8 running at once, every answer exact.

@@ -84,6 +84,7 @@ const (
 	FeatureMetrics          = "metrics" // only when GET /metrics is served
 	FeatureIdempotentCreate = "idempotent_create"
 	FeaturePTY              = "pty"
+	FeatureSandboxdGRPC     = "sandboxd_grpc" // only when sandboxd's gRPC ProcessService is served (SANDBOXD_GRPC_ADDR)
 )
 
 // CreateRequest is the body of POST /v1/commands. Exactly one of Argv and

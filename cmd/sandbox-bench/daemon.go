@@ -20,6 +20,7 @@ import (
 type daemon struct {
 	name    string
 	addr    string // host:port, loopback
+	grpc    string // sandboxd's gRPC host:port, "" when it serves none
 	pid     int    // 0: unknown (a targeted daemon without -pid)
 	d       *daemontest.Daemon
 	baseDir string
@@ -61,6 +62,7 @@ func startDaemon(ctx context.Context, name, bin, tmp string, env map[string]stri
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	d.d, d.addr, d.pid = dm, dm.Addr, dm.PID
+	d.grpc, _ = dm.Listening["sandboxd_grpc_addr"].(string)
 	return d, nil
 }
 

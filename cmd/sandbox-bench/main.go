@@ -14,6 +14,7 @@
 //
 //	latency     N sequential `echo hi` via POST /v1/commands?stream=true vs os/exec
 //	legacy      the same via legacy POST /execute ("not available" while it answers 404)
+//	grpc        the same via sandboxd's gRPC ProcessService.Execute (SANDBOXD_GRPC_ADDR), beside a naive grpc-go + os/exec server
 //	throughput  C concurrent clients, R runs of `echo hi` in all, vs C goroutines of os/exec
 //	stream      S bytes of text to one live NDJSON follower vs a raw pipe read of the same command
 //	ws          the same over WebSocket /v1/commands/{id}/attach (skipped while it answers 404)
@@ -45,9 +46,12 @@ import (
 	"runtime/pprof"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"text/tabwriter"
 	"time"
+
+	"google.golang.org/grpc"
 )
 
 type options struct {
@@ -83,7 +87,7 @@ type options struct {
 	idleWindow     time.Duration
 }
 
-var allScenarios = []string{"latency", "legacy", "throughput", "stream", "ws", "lossless", "memory", "idle", "fanout"}
+var allScenarios = []string{"latency", "legacy", "grpc", "throughput", "stream", "ws", "lossless", "memory", "idle", "fanout"}
 
 func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	o := &options{}
@@ -182,7 +186,7 @@ func (e *envFlag) Set(v string) error {
 
 // wantNaive tells whether a scenario that compares with the naive server runs.
 func (b *bench) wantNaive() bool {
-	return b.o.want("latency") || b.o.want("legacy") || b.o.want("throughput") || b.o.want("stream")
+	return b.o.want("latency") || b.o.want("legacy") || b.o.want("grpc") || b.o.want("throughput") || b.o.want("stream")
 }
 
 func (o *options) want(s string) bool {
@@ -275,6 +279,8 @@ type bench struct {
 	client *http.Client
 	rows   []row
 	naive  *daemon // the naive baseline server, nil when off
+	grpcMu sync.Mutex
+	grpcs  map[string]*grpc.ClientConn // by address: the gRPC scenario's connections
 	mem    []memRow
 	notes  []string
 	failed bool // a check failed (not a goal: a wrong answer)
@@ -349,7 +355,7 @@ func run(ctx context.Context, o *options, stdout, stderr io.Writer) int {
 				return 1
 			}
 		}
-		if b.naive, err = startDaemon(ctx, "naive", bin, tmp, nil, nil); err != nil {
+		if b.naive, err = startDaemon(ctx, "naive", bin, tmp, map[string]string{"SANDBOXD_GRPC_ADDR": "127.0.0.1:0"}, nil); err != nil {
 			b.logf("naive: %v", err)
 			return 1
 		}
@@ -372,6 +378,7 @@ func run(ctx context.Context, o *options, stdout, stderr io.Writer) int {
 		{name: "idle", run: b.idle, own: map[string]string{}},
 		{name: "latency", run: b.latency},
 		{name: "legacy", run: b.legacy},
+		{name: "grpc", run: b.grpcScenario},
 		{name: "throughput", run: b.throughput},
 		{name: "stream", run: b.stream},
 		{name: "ws", run: b.ws},
@@ -408,7 +415,7 @@ func run(ctx context.Context, o *options, stdout, stderr io.Writer) int {
 			}
 		} else {
 			if shared == nil {
-				if shared, err = startDaemon(ctx, "shared", b.bin, tmp, nil, o.env); err != nil {
+				if shared, err = startDaemon(ctx, "shared", b.bin, tmp, map[string]string{"SANDBOXD_GRPC_ADDR": "127.0.0.1:0"}, o.env); err != nil {
 					b.logf("%s: %v", s.name, err)
 					b.failed = true
 					continue

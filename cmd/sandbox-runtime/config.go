@@ -39,6 +39,7 @@ type config struct {
 	ShutdownTimeout   time.Duration
 	HeartbeatInterval time.Duration
 	AllowedOrigins    string // comma-separated, canonical (api.ParseAllowedOrigins)
+	SandboxdGRPCAddr  string // "": sandboxd's ProcessService is not served
 	LogLevel          string
 	LogFormat         string // "console", "json", or "" (console on a terminal, else JSON)
 	ShowVersion       bool
@@ -47,6 +48,8 @@ type config struct {
 	// logged (so that an address in use is a plain start-up error); run
 	// listens on Addr itself otherwise.
 	listener net.Listener
+	// grpcListener is the same for SandboxdGRPCAddr.
+	grpcListener net.Listener
 }
 
 // setting is one configurable value: its flag, its variable and its default.
@@ -120,6 +123,7 @@ func (c *config) settings() []setting {
 		{"shutdown-timeout-seconds", "SANDBOX_SHUTDOWN_TIMEOUT_SECONDS", "25", "`seconds` of budget for a graceful shutdown on SIGTERM/SIGINT", secondsSetting(&c.ShutdownTimeout, false)},
 		{"heartbeat-seconds", "SANDBOX_HEARTBEAT_SECONDS", "10", "`seconds` of silence after which a stream sends a heartbeat (WebSocket: the ping period)", secondsSetting(&c.HeartbeatInterval, false)},
 		{"allowed-origins", "SANDBOX_ALLOWED_ORIGINS", "", "comma-separated browser `origins` (http(s)://host[:port], or *) allowed besides the daemon's own host; any other Origin is refused with 403", originsSetting(&c.AllowedOrigins)},
+		{"sandboxd-grpc-addr", "SANDBOXD_GRPC_ADDR", "", "listen `address` (host:port) of sandboxd's gRPC ProcessService (upstream's port is 9090); empty: not served. On a loopback address no token is asked; on any other every call needs the token of --token-file (metadata authorization: Bearer <token>), and without a token file the daemon refuses to start", stringSetting(&c.SandboxdGRPCAddr)},
 		{"log-level", "SANDBOX_LOG_LEVEL", "info", "`level`: debug, info, warn or error", stringSetting(&c.LogLevel)},
 		{"log-format", "SANDBOX_LOG_FORMAT", "", "`format` of the log on stderr: console or json", stringSetting(&c.LogFormat)},
 	}
@@ -131,6 +135,8 @@ var shownDefaults = map[string]string{
 	"base-dir":   "/app, or the current directory when /app does not exist",
 	"token-file": "none: no authentication",
 	"log-format": "console when stderr is a terminal, json otherwise",
+
+	"sandboxd-grpc-addr": "none: not served",
 }
 
 // valueName returns the type name --help shows for s and its usage without
@@ -241,6 +247,11 @@ func loadConfig(args []string, getenv func(string) string, stdout io.Writer) (*c
 	if fi, err := os.Stat(c.BaseDir); err != nil || !fi.IsDir() {
 		errs = append(errs, fmt.Errorf("base dir %q is not an existing directory", c.BaseDir))
 	}
+	if c.SandboxdGRPCAddr != "" {
+		if err := checkSandboxdAddr("SANDBOXD_GRPC_ADDR", c.SandboxdGRPCAddr, c.TokenFile); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if c.TokenFile != "" {
 		if err := checkTokenFile(c.TokenFile); err != nil {
 			errs = append(errs, err)
@@ -258,6 +269,34 @@ func checkTokenFile(path string) error {
 		return fmt.Errorf("token file %q: %w", path, err)
 	}
 	return nil
+}
+
+// checkSandboxdAddr applies the auth rule of the sandboxd listeners
+// (docs/protocol.md "sandboxd"): upstream's SDK sends no token, so on a
+// loopback address (reached through kubectl port-forward) none is asked; on
+// any other address every call needs the daemon's token, so there must be one.
+func checkSandboxdAddr(env, addr, tokenFile string) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("%s %q is not host:port: %w", env, addr, errors.Unwrap(err))
+	}
+	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+		return fmt.Errorf("%s %q: port %q is not a number from 0 to 65535", env, addr, port)
+	}
+	if !loopbackHost(host) && tokenFile == "" {
+		return fmt.Errorf("%s %q is not a loopback address, and there every call must carry the daemon's token: set SANDBOX_RUNTIME_TOKEN_FILE (--token-file), or listen on 127.0.0.1", env, addr)
+	}
+	return nil
+}
+
+// loopbackHost reports whether host names only loopback: localhost or a
+// loopback IP literal. An empty host (":9090") is every interface.
+func loopbackHost(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // envWarning is a SANDBOX_* variable that is no setting, and the closest

@@ -97,6 +97,7 @@ func TestLoadConfigPrecedence(t *testing.T) {
 		"SANDBOX_LOG_LEVEL":                  "warn",
 		"SANDBOX_ALLOWED_ORIGINS":            "HTTPS://UI.example:443/, http://127.0.0.1:3000",
 		"SANDBOX_LOG_FORMAT":                 "console",
+		"SANDBOXD_GRPC_ADDR":                 "0.0.0.0:9090", // beyond loopback: allowed, since a token file is set
 	}
 	// Environment only.
 	c, err := loadConfig(nil, envMap(env), &bytes.Buffer{})
@@ -109,6 +110,7 @@ func TestLoadConfigPrecedence(t *testing.T) {
 		ResultTTL: 1500 * time.Millisecond, DefaultTimeout: 7 * time.Second, MaxTimeout: 8 * time.Second,
 		KillGrace: 0, ShutdownTimeout: 9 * time.Second, HeartbeatInterval: 250 * time.Millisecond,
 		LogLevel: "warn", LogFormat: "console", AllowedOrigins: "https://ui.example,http://127.0.0.1:3000",
+		SandboxdGRPCAddr: "0.0.0.0:9090",
 	}
 	if *c != want {
 		t.Errorf("from the environment:\n got %+v\nwant %+v", *c, want)
@@ -121,7 +123,7 @@ func TestLoadConfigPrecedence(t *testing.T) {
 		"--execute-output-limit-bytes=201", "--max-executions=3", "--stdin-limit-bytes=301",
 		"--result-ttl-seconds=2", "--default-timeout-seconds=0.5", "--exec-timeout-seconds=10",
 		"--kill-grace-seconds=1", "--shutdown-timeout-seconds=3", "--heartbeat-seconds=4",
-		"--log-level=debug", "--log-format=json", "--allowed-origins=*",
+		"--log-level=debug", "--log-format=json", "--allowed-origins=*", "--sandboxd-grpc-addr=127.0.0.1:9091",
 	}
 	c, err = loadConfig(args, envMap(env), &bytes.Buffer{})
 	if err != nil {
@@ -132,7 +134,7 @@ func TestLoadConfigPrecedence(t *testing.T) {
 		MaxRunning: 4, MaxRetained: 6, OutputLimit: 101, ExecuteOutput: 201, MaxExecutions: 3, StdinLimit: 301,
 		ResultTTL: 2 * time.Second, DefaultTimeout: 500 * time.Millisecond, MaxTimeout: 10 * time.Second,
 		KillGrace: time.Second, ShutdownTimeout: 3 * time.Second, HeartbeatInterval: 4 * time.Second,
-		LogLevel: "debug", LogFormat: "json", AllowedOrigins: "*",
+		LogLevel: "debug", LogFormat: "json", AllowedOrigins: "*", SandboxdGRPCAddr: "127.0.0.1:9091",
 	}
 	if *c != want {
 		t.Errorf("flags over the environment:\n got %+v\nwant %+v", *c, want)
@@ -147,6 +149,31 @@ func TestLoadConfigPrecedence(t *testing.T) {
 	c, err = loadConfig([]string{"--max-running=2", "--base-dir", base}, envMap(map[string]string{"SANDBOX_MAX_RUNNING": "many"}), &bytes.Buffer{})
 	if err != nil || c.MaxRunning != 2 {
 		t.Errorf("flag over a bad variable: %v, %v", c, err)
+	}
+}
+
+// TestSandboxdAddrNeedsTokenBeyondLoopback: sandboxd's listener asks no
+// token on loopback, so beyond loopback the daemon refuses to start without
+// a token file, naming the setting.
+func TestSandboxdAddrNeedsTokenBeyondLoopback(t *testing.T) {
+	base := t.TempDir()
+	for _, tc := range []struct {
+		addr string
+		ok   bool
+	}{
+		{"127.0.0.1:9090", true}, {"[::1]:9090", true}, {"localhost:9090", true},
+		{"0.0.0.0:9090", false}, {":9090", false}, {"10.1.2.3:9090", false},
+	} {
+		_, err := loadConfig([]string{"--base-dir", base, "--sandboxd-grpc-addr", tc.addr}, envMap(nil), &bytes.Buffer{})
+		if tc.ok && err != nil {
+			t.Errorf("%s: %v", tc.addr, err)
+		}
+		if !tc.ok && (err == nil || !strings.Contains(err.Error(), "SANDBOXD_GRPC_ADDR") || !strings.Contains(err.Error(), "SANDBOX_RUNTIME_TOKEN_FILE")) {
+			t.Errorf("%s without a token file: %v; want a refusal naming SANDBOXD_GRPC_ADDR and SANDBOX_RUNTIME_TOKEN_FILE", tc.addr, err)
+		}
+	}
+	if _, err := loadConfig([]string{"--base-dir", base, "--sandboxd-grpc-addr", "nonsense"}, envMap(nil), &bytes.Buffer{}); err == nil {
+		t.Error("an address without a port was accepted")
 	}
 }
 

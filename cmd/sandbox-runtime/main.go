@@ -25,6 +25,7 @@
 //	--shutdown-timeout-seconds    SANDBOX_SHUTDOWN_TIMEOUT_SECONDS    25
 //	--heartbeat-seconds           SANDBOX_HEARTBEAT_SECONDS           10
 //	--allowed-origins             SANDBOX_ALLOWED_ORIGINS             none (only the daemon's own host)
+//	--sandboxd-grpc-addr          SANDBOXD_GRPC_ADDR                  none (sandboxd's gRPC not served)
 //	--log-level                   SANDBOX_LOG_LEVEL                   info
 //	--log-format                  SANDBOX_LOG_FORMAT                  console on a terminal, else json
 //
@@ -54,6 +55,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -68,6 +70,7 @@ import (
 	"github.com/sandbox-runtime/sandbox-runtime/metrics"
 	"github.com/sandbox-runtime/sandbox-runtime/procgroup"
 	"github.com/sandbox-runtime/sandbox-runtime/runtime"
+	sandboxdprocess "github.com/sandbox-runtime/sandbox-runtime/sandboxd/process"
 	"github.com/sandbox-runtime/sandbox-runtime/wire"
 )
 
@@ -100,6 +103,11 @@ func main() {
 	// problem, answered like the others (exit 2, one plain line).
 	if cfg.listener, err = net.Listen("tcp", cfg.Addr); err != nil {
 		startupFailed(fmt.Errorf("listen address %s (SANDBOX_RUNTIME_ADDR): %w", cfg.Addr, errors.Unwrap(err)))
+	}
+	if cfg.SandboxdGRPCAddr != "" {
+		if cfg.grpcListener, err = net.Listen("tcp", cfg.SandboxdGRPCAddr); err != nil {
+			startupFailed(fmt.Errorf("listen address %s (SANDBOXD_GRPC_ADDR): %w", cfg.SandboxdGRPCAddr, errors.Unwrap(err)))
+		}
 	}
 	log, err := newLogger(cfg.LogLevel, logFormat(cfg.LogFormat, os.Stderr), os.Stderr)
 	if err != nil {
@@ -199,6 +207,23 @@ func run(ctx context.Context, stopSignals func(), cfg *config, log *zap.Logger, 
 
 	// The legacy API is mounted on the one server, behind its middleware.
 	lh := legacy.New(m, legacy.Options{BaseDir: cfg.BaseDir, HeartbeatInterval: cfg.HeartbeatInterval, Logger: log})
+	features := []string{legacy.Feature}
+	var gsrv *sandboxdprocess.Server
+	var gln net.Listener
+	if cfg.SandboxdGRPCAddr != "" {
+		if gln = cfg.grpcListener; gln == nil {
+			if gln, err = net.Listen("tcp", cfg.SandboxdGRPCAddr); err != nil {
+				return &startError{fmt.Errorf("listen address %s (SANDBOXD_GRPC_ADDR): %w", cfg.SandboxdGRPCAddr, err)}
+			}
+		}
+		defer gln.Close()
+		gopts := sandboxdprocess.Options{BaseDir: cfg.BaseDir, Logger: log}
+		if tokenAsked(gln) {
+			gopts.Token = cachedToken(cfg.TokenFile) // loadConfig refused this address without a token file
+		}
+		gsrv = sandboxdprocess.New(m, gopts)
+		features = append(features, wire.FeatureSandboxdGRPC)
+	}
 	srv := api.New(m, api.Options{
 		Version:           version,
 		BaseDir:           cfg.BaseDir,
@@ -211,7 +236,7 @@ func run(ctx context.Context, stopSignals func(), cfg *config, log *zap.Logger, 
 		Isolation: iso,
 
 		Routes:   lh.Routes(),
-		Features: []string{legacy.Feature},
+		Features: features,
 		Refuse:   legacy.Refuse,
 	})
 	ln := cfg.listener
@@ -230,8 +255,13 @@ func run(ctx context.Context, stopSignals func(), cfg *config, log *zap.Logger, 
 		ConnContext:       api.ConnContext, // streams bound what the kernel queues for a slow reader
 		ConnState:         srv.ConnState,   // open connections are capped well below the fd limit
 	}
+	grpcAddr := ""
+	if gln != nil {
+		grpcAddr = gln.Addr().String()
+	}
 	log.Info("listening",
 		zap.String("addr", ln.Addr().String()),
+		zap.String("sandboxd_grpc_addr", grpcAddr),
 		zap.String("version", version),
 		zap.String("base_dir", cfg.BaseDir),
 		zap.Int("pid", os.Getpid()),
@@ -240,8 +270,16 @@ func run(ctx context.Context, stopSignals func(), cfg *config, log *zap.Logger, 
 	if ready != nil {
 		ready <- ln.Addr()
 	}
-	serveErr := make(chan error, 1)
+	serveErr := make(chan error, 2)
 	go func() { serveErr <- hs.Serve(ln) }()
+	if gsrv != nil {
+		log.Info("serving sandboxd's gRPC ProcessService", zap.String("addr", grpcAddr), zap.Bool("auth", tokenAsked(gln)))
+		go func() {
+			if err := gsrv.Serve(gln); err != nil {
+				serveErr <- fmt.Errorf("sandboxd gRPC: %w", err)
+			}
+		}()
+	}
 	cleaned := make(chan struct{})
 	stopClean := make(chan struct{})
 	go func() {
@@ -269,14 +307,49 @@ func run(ctx context.Context, stopSignals func(), cfg *config, log *zap.Logger, 
 	merr := m.Shutdown(mctx)
 	mcancel()
 	srv.EndStreams()
+	var gerr error
+	if gsrv != nil {
+		gerr = gsrv.Shutdown(sctx) // every Start stream has sent its ExitEvent by now
+	}
 	herr := hs.Shutdown(sctx)
 	if herr != nil {
 		hs.Close()
 	}
 	// A command that outlived the budget (say, a process stuck in the
 	// kernel) is logged; the shutdown itself still succeeded: exit 0.
-	log.Info("stopped", zap.Duration("took", time.Since(start)), zap.NamedError("commands", merr), zap.NamedError("http", herr))
+	log.Info("stopped", zap.Duration("took", time.Since(start)), zap.NamedError("commands", merr), zap.NamedError("http", herr), zap.NamedError("grpc", gerr))
 	return nil
+}
+
+// tokenAsked reports whether the sandboxd listener ln asks for the token (it
+// does beyond loopback).
+func tokenAsked(ln net.Listener) bool {
+	tcp, ok := ln.Addr().(*net.TCPAddr)
+	return !ok || !tcp.IP.IsLoopback()
+}
+
+// cachedToken returns the token of path as api.ReadTokenFile reads it, read
+// again at most every 2 s (as the HTTP side re-reads it); a failed re-read
+// keeps the last good token.
+func cachedToken(path string) func() ([]byte, error) {
+	var mu sync.Mutex
+	var tok []byte
+	var at time.Time
+	return func() ([]byte, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if tok == nil || time.Since(at) >= 2*time.Second {
+			t, err := api.ReadTokenFile(path)
+			at = time.Now()
+			if err != nil && tok == nil {
+				return nil, err
+			}
+			if err == nil {
+				tok = t
+			}
+		}
+		return tok, nil
+	}
 }
 
 // warnIfExposed logs a warning when the daemon listens beyond loopback

@@ -6,6 +6,7 @@
 //
 //	POST /execute {"command":"echo hi"}              → {"stdout","stderr","exit_code"}
 //	POST /v1/commands?stream=true {"argv":[…]}       → NDJSON: started, output…, exit
+//	gRPC process.v1.ProcessService/Execute          → on SANDBOXD_GRPC_ADDR, when set (grpc.go)
 package main
 
 import (
@@ -29,7 +30,14 @@ func main() {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	fmt.Fprintf(os.Stderr, "{\"msg\":\"listening\",\"addr\":%q}\n", ln.Addr().String())
+	grpcAddr := ""
+	if a := os.Getenv("SANDBOXD_GRPC_ADDR"); a != "" { // sandboxd's Execute over grpc-go (grpc.go)
+		if grpcAddr, err = serveGRPC(a); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+	}
+	fmt.Fprintf(os.Stderr, "{\"msg\":\"listening\",\"addr\":%q,\"sandboxd_grpc_addr\":%q}\n", ln.Addr().String(), grpcAddr)
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
 	go func() { <-sig; os.Exit(0) }()
