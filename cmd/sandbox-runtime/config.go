@@ -39,6 +39,7 @@ type config struct {
 	ShutdownTimeout   time.Duration
 	HeartbeatInterval time.Duration
 	AllowedOrigins    string // comma-separated, canonical (api.ParseAllowedOrigins)
+	SandboxdRESTAddr  string // sandboxd's REST listener; "" off
 	LogLevel          string
 	LogFormat         string // "console", "json", or "" (console on a terminal, else JSON)
 	ShowVersion       bool
@@ -47,6 +48,8 @@ type config struct {
 	// logged (so that an address in use is a plain start-up error); run
 	// listens on Addr itself otherwise.
 	listener net.Listener
+	// restListener is the same for SandboxdRESTAddr.
+	restListener net.Listener
 }
 
 // setting is one configurable value: its flag, its variable and its default.
@@ -120,6 +123,7 @@ func (c *config) settings() []setting {
 		{"shutdown-timeout-seconds", "SANDBOX_SHUTDOWN_TIMEOUT_SECONDS", "25", "`seconds` of budget for a graceful shutdown on SIGTERM/SIGINT", secondsSetting(&c.ShutdownTimeout, false)},
 		{"heartbeat-seconds", "SANDBOX_HEARTBEAT_SECONDS", "10", "`seconds` of silence after which a stream sends a heartbeat (WebSocket: the ping period)", secondsSetting(&c.HeartbeatInterval, false)},
 		{"allowed-origins", "SANDBOX_ALLOWED_ORIGINS", "", "comma-separated browser `origins` (http(s)://host[:port], or *) allowed besides the daemon's own host; any other Origin is refused with 403", originsSetting(&c.AllowedOrigins)},
+		{"sandboxd-rest-addr", "SANDBOXD_REST_ADDR", "", "listen `address` (host:port) of sandboxd's REST API (/v1/files, /v1/health, /v1/metadata: docs/sandboxd-rest.md), off when empty; the sandboxd template sets 127.0.0.1:8080. On a loopback address it needs no token (sandboxd's SDK sends none); on any other every request needs the token, and without a token file the daemon does not start", stringSetting(&c.SandboxdRESTAddr)},
 		{"log-level", "SANDBOX_LOG_LEVEL", "info", "`level`: debug, info, warn or error", stringSetting(&c.LogLevel)},
 		{"log-format", "SANDBOX_LOG_FORMAT", "", "`format` of the log on stderr: console or json", stringSetting(&c.LogFormat)},
 	}
@@ -128,9 +132,10 @@ func (c *config) settings() []setting {
 // shownDefaults are the defaults --help shows for settings whose default is
 // not a plain value.
 var shownDefaults = map[string]string{
-	"base-dir":   "/app, or the current directory when /app does not exist",
-	"token-file": "none: no authentication",
-	"log-format": "console when stderr is a terminal, json otherwise",
+	"base-dir":           "/app, or the current directory when /app does not exist",
+	"token-file":         "none: no authentication",
+	"sandboxd-rest-addr": "none: off",
+	"log-format":         "console when stderr is a terminal, json otherwise",
 }
 
 // valueName returns the type name --help shows for s and its usage without
@@ -241,12 +246,49 @@ func loadConfig(args []string, getenv func(string) string, stdout io.Writer) (*c
 	if fi, err := os.Stat(c.BaseDir); err != nil || !fi.IsDir() {
 		errs = append(errs, fmt.Errorf("base dir %q is not an existing directory", c.BaseDir))
 	}
+	if c.SandboxdRESTAddr != "" {
+		if err := checkSandboxdAddr(c.SandboxdRESTAddr, "SANDBOXD_REST_ADDR", c.TokenFile); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if c.TokenFile != "" {
 		if err := checkTokenFile(c.TokenFile); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	return c, errors.Join(errs...)
+}
+
+// checkSandboxdAddr checks the address of a sandboxd listener (variable
+// env): host:port, and, unless the host is loopback, a token file to guard
+// it (the auth rule of docs/sandboxd-rest.md: sandboxd's SDK sends no
+// token and reaches the pod's loopback through kubectl port-forward; any
+// other address is reachable by others, and then every request needs the
+// daemon's token).
+func checkSandboxdAddr(addr, env, tokenFile string) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("%s %q is not host:port: %v", env, addr, err)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		return fmt.Errorf("%s %q: port %q is not a number from 0 to 65535", env, addr, port)
+	}
+	if !loopbackHost(host) && tokenFile == "" {
+		return fmt.Errorf("%s %q is not a loopback address: there every request needs the daemon's token, and no token file is set (--token-file / SANDBOX_RUNTIME_TOKEN_FILE); listen on 127.0.0.1 or set a token file", env, addr)
+	}
+	return nil
+}
+
+// loopbackHost reports whether a listen host binds loopback only:
+// "localhost" or a loopback IP. An empty host, 0.0.0.0 or :: bind every
+// interface; any other name may resolve to anything and counts as not
+// loopback.
+func loopbackHost(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // checkTokenFile refuses a token file that would lock every protected route

@@ -25,6 +25,7 @@
 //	--shutdown-timeout-seconds    SANDBOX_SHUTDOWN_TIMEOUT_SECONDS    25
 //	--heartbeat-seconds           SANDBOX_HEARTBEAT_SECONDS           10
 //	--allowed-origins             SANDBOX_ALLOWED_ORIGINS             none (only the daemon's own host)
+//	--sandboxd-rest-addr          SANDBOXD_REST_ADDR                  none (off)
 //	--log-level                   SANDBOX_LOG_LEVEL                   info
 //	--log-format                  SANDBOX_LOG_FORMAT                  console on a terminal, else json
 //
@@ -66,6 +67,7 @@ import (
 	"github.com/sandbox-runtime/sandbox-runtime/metrics"
 	"github.com/sandbox-runtime/sandbox-runtime/procgroup"
 	"github.com/sandbox-runtime/sandbox-runtime/runtime"
+	"github.com/sandbox-runtime/sandbox-runtime/sandboxd/rest"
 	"github.com/sandbox-runtime/sandbox-runtime/wire"
 )
 
@@ -98,6 +100,11 @@ func main() {
 	// problem, answered like the others (exit 2, one plain line).
 	if cfg.listener, err = net.Listen("tcp", cfg.Addr); err != nil {
 		startupFailed(fmt.Errorf("listen address %s (SANDBOX_RUNTIME_ADDR): %w", cfg.Addr, errors.Unwrap(err)))
+	}
+	if cfg.SandboxdRESTAddr != "" {
+		if cfg.restListener, err = net.Listen("tcp", cfg.SandboxdRESTAddr); err != nil {
+			startupFailed(fmt.Errorf("listen address %s (SANDBOXD_REST_ADDR): %w", cfg.SandboxdRESTAddr, errors.Unwrap(err)))
+		}
 	}
 	log, err := newLogger(cfg.LogLevel, logFormat(cfg.LogFormat, os.Stderr), os.Stderr)
 	if err != nil {
@@ -197,6 +204,10 @@ func run(ctx context.Context, stopSignals func(), cfg *config, log *zap.Logger, 
 
 	// The legacy API is mounted on the one server, behind its middleware.
 	lh := legacy.New(m, legacy.Options{BaseDir: cfg.BaseDir, HeartbeatInterval: cfg.HeartbeatInterval, Logger: log})
+	features := []string{legacy.Feature}
+	if cfg.SandboxdRESTAddr != "" {
+		features = append(features, rest.Feature)
+	}
 	srv := api.New(m, api.Options{
 		Version:           version,
 		BaseDir:           cfg.BaseDir,
@@ -209,7 +220,7 @@ func run(ctx context.Context, stopSignals func(), cfg *config, log *zap.Logger, 
 		Isolation: iso,
 
 		Routes:   lh.Routes(),
-		Features: []string{legacy.Feature},
+		Features: features,
 		Refuse:   legacy.Refuse,
 	})
 	ln := cfg.listener
@@ -228,6 +239,11 @@ func run(ctx context.Context, stopSignals func(), cfg *config, log *zap.Logger, 
 		ConnContext:       api.ConnContext, // streams bound what the kernel queues for a slow reader
 		ConnState:         srv.ConnState,   // open connections are capped well below the fd limit
 	}
+	rs, rhs, err := sandboxdREST(cfg, srv, started, log)
+	if err != nil {
+		ln.Close()
+		return &startError{err}
+	}
 	log.Info("listening",
 		zap.String("addr", ln.Addr().String()),
 		zap.String("version", version),
@@ -238,8 +254,11 @@ func run(ctx context.Context, stopSignals func(), cfg *config, log *zap.Logger, 
 	if ready != nil {
 		ready <- ln.Addr()
 	}
-	serveErr := make(chan error, 1)
+	serveErr := make(chan error, 2)
 	go func() { serveErr <- hs.Serve(ln) }()
+	if rhs != nil {
+		go func() { serveErr <- rhs.Serve(cfg.restListener) }()
+	}
 	cleaned := make(chan struct{})
 	stopClean := make(chan struct{})
 	go func() {
@@ -261,20 +280,73 @@ func run(ctx context.Context, stopSignals func(), cfg *config, log *zap.Logger, 
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
 	defer cancel()
 	srv.SetDraining()
+	if rs != nil {
+		rs.SetDraining()
+	}
 	// End commands first, keeping a little of the budget for the HTTP side:
 	// their streams then finish with the exit event.
 	mctx, mcancel := context.WithTimeout(sctx, cfg.ShutdownTimeout*4/5)
 	merr := m.Shutdown(mctx)
 	mcancel()
 	srv.EndStreams()
+	rdone := make(chan error, 1)
+	go func() {
+		if rhs == nil {
+			rdone <- nil
+			return
+		}
+		err := rhs.Shutdown(sctx)
+		if err != nil {
+			rhs.Close()
+		}
+		rdone <- err
+	}()
 	herr := hs.Shutdown(sctx)
 	if herr != nil {
 		hs.Close()
 	}
+	herr = errors.Join(herr, <-rdone)
 	// A command that outlived the budget (say, a process stuck in the
 	// kernel) is logged; the shutdown itself still succeeded: exit 0.
 	log.Info("stopped", zap.Duration("took", time.Since(start)), zap.NamedError("commands", merr), zap.NamedError("http", herr))
 	return nil
+}
+
+// sandboxdREST makes sandboxd's REST server and its http.Server when
+// cfg enables it (nil, nil otherwise), on cfg.restListener (bound here
+// when main did not). It is rooted at the base dir, behind the api
+// server's bounds (api.Server.Guard; its connections count against the
+// same cap); on an address that is not loopback every request needs the
+// token (the auth rule of docs/sandboxd-rest.md).
+func sandboxdREST(cfg *config, srv *api.Server, started time.Time, log *zap.Logger) (*rest.Server, *http.Server, error) {
+	if cfg.SandboxdRESTAddr == "" {
+		return nil, nil, nil
+	}
+	if cfg.restListener == nil {
+		ln, err := net.Listen("tcp", cfg.SandboxdRESTAddr)
+		if err != nil {
+			return nil, nil, fmt.Errorf("listen address %s (SANDBOXD_REST_ADDR): %w", cfg.SandboxdRESTAddr, err)
+		}
+		cfg.restListener = ln
+	}
+	tcp, _ := cfg.restListener.Addr().(*net.TCPAddr)
+	requireToken := tcp == nil || !tcp.IP.IsLoopback()
+	if requireToken && cfg.TokenFile == "" {
+		cfg.restListener.Close()
+		return nil, nil, fmt.Errorf("SANDBOXD_REST_ADDR %s is not a loopback address: there every request needs the daemon's token, and no token file is set (SANDBOX_RUNTIME_TOKEN_FILE)", cfg.restListener.Addr())
+	}
+	rs := rest.New(rest.Options{BaseDir: cfg.BaseDir, Started: started, Environ: os.Environ(), IsSecret: srv.IsToken, Logger: log})
+	rhs := &http.Server{
+		Handler:           srv.Guard(rs.Handler(), api.GuardOptions{Name: "sandboxd-rest", RequireToken: requireToken, Refuse: rest.Refuse}),
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          zap.NewStdLog(log.Named("sandboxd-rest")),
+		BaseContext:       func(net.Listener) context.Context { return context.Background() },
+		ConnState:         srv.ConnState, // one connection cap for both listeners
+	}
+	log.Info("sandboxd REST listening", zap.String("addr", cfg.restListener.Addr().String()), zap.Bool("token_required", requireToken))
+	return rs, rhs, nil
 }
 
 // warnIfExposed logs a warning when the daemon listens beyond loopback

@@ -38,6 +38,7 @@ var layer = map[string]int{
 	"metrics":        2,
 	"api":            3,
 	"legacy":         3,
+	"sandboxd/rest":  3, // sandboxd's REST API on a listener of its own
 }
 
 // processLayer is what only runtime may import: the transports reach
@@ -58,7 +59,7 @@ var transportMay = map[string][]string{
 }
 
 // transports are the packages that must not skip the runtime layer.
-var transports = []string{"api", "legacy", "metrics"}
+var transports = []string{"api", "legacy", "metrics", "sandboxd/rest"}
 
 // leaves import no project package but the ones listed.
 var leaves = map[string][]string{
