@@ -244,12 +244,16 @@ func run(ctx context.Context, stopSignals func(), cfg *config, log *zap.Logger, 
 		ln.Close()
 		return &startError{err}
 	}
-	log.Info("listening",
+	fields := []zap.Field{
 		zap.String("addr", ln.Addr().String()),
 		zap.String("version", version),
 		zap.String("base_dir", cfg.BaseDir),
 		zap.Int("pid", os.Getpid()),
-		zap.Bool("auth", cfg.TokenFile != ""))
+		zap.Bool("auth", cfg.TokenFile != "")}
+	if rhs != nil {
+		fields = append(fields, zap.String("sandboxd_rest_addr", cfg.restListener.Addr().String()))
+	}
+	log.Info("listening", fields...)
 	warnIfExposed(log, ln.Addr(), cfg.TokenFile)
 	if ready != nil {
 		ready <- ln.Addr()
@@ -345,7 +349,7 @@ func sandboxdREST(cfg *config, srv *api.Server, started time.Time, log *zap.Logg
 		BaseContext:       func(net.Listener) context.Context { return context.Background() },
 		ConnState:         srv.ConnState, // one connection cap for both listeners
 	}
-	log.Info("sandboxd REST listening", zap.String("addr", cfg.restListener.Addr().String()), zap.Bool("token_required", requireToken))
+	log.Info("sandboxd REST", zap.String("addr", cfg.restListener.Addr().String()), zap.Bool("token_required", requireToken))
 	return rs, rhs, nil
 }
 
