@@ -12,6 +12,7 @@ import (
 	"go/token"
 	"go/types"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -199,6 +200,12 @@ func TestLoadConfigRefusals(t *testing.T) {
 		{"positional argument", []string{"serve"}, nil, "unexpected arguments"},
 		{"origin with a path", nil, map[string]string{"SANDBOX_ALLOWED_ORIGINS": "https://ui.example/app"}, `SANDBOX_ALLOWED_ORIGINS: origin "https://ui.example/app" is not of the form`},
 		{"origin without a scheme", []string{"--allowed-origins=ui.example"}, nil, "--allowed-origins"},
+		{"sandboxd REST on every interface without a token", nil, map[string]string{"SANDBOXD_REST_ADDR": "0.0.0.0:8080"},
+			`SANDBOXD_REST_ADDR "0.0.0.0:8080" is not a loopback address: there every request needs the daemon's token, and no token file is set (--token-file / SANDBOX_RUNTIME_TOKEN_FILE)`},
+		{"sandboxd REST with no host without a token", []string{"--sandboxd-rest-addr=:8080"}, nil, "is not a loopback address"},
+		{"sandboxd REST on a name without a token", nil, map[string]string{"SANDBOXD_REST_ADDR": "pod.example:8080"}, "is not a loopback address"},
+		{"sandboxd REST without a port", nil, map[string]string{"SANDBOXD_REST_ADDR": "127.0.0.1"}, `SANDBOXD_REST_ADDR "127.0.0.1" is not host:port`},
+		{"sandboxd REST port out of range", nil, map[string]string{"SANDBOXD_REST_ADDR": "127.0.0.1:70000"}, "not a number from 0 to 65535"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -211,6 +218,33 @@ func TestLoadConfigRefusals(t *testing.T) {
 				t.Errorf("error %v, want one mentioning %q", err, c.want)
 			}
 		})
+	}
+}
+
+// TestSandboxdRESTAddrAccepted: a loopback address needs no token; any
+// other address is accepted with a token file.
+func TestSandboxdRESTAddrAccepted(t *testing.T) {
+	base := t.TempDir()
+	tok := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(tok, []byte("t0ken\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []map[string]string{
+		{"SANDBOXD_REST_ADDR": "127.0.0.1:8080"},
+		{"SANDBOXD_REST_ADDR": "127.1.2.3:0"},
+		{"SANDBOXD_REST_ADDR": "[::1]:8080"},
+		{"SANDBOXD_REST_ADDR": "localhost:8080"},
+		{"SANDBOXD_REST_ADDR": "0.0.0.0:8080", "SANDBOX_RUNTIME_TOKEN_FILE": tok},
+		{"SANDBOXD_REST_ADDR": ":8080", "SANDBOX_RUNTIME_TOKEN_FILE": tok},
+	} {
+		c["SANDBOX_BASE_DIR"] = base
+		cfg, err := loadConfig(nil, envMap(c), &bytes.Buffer{})
+		if err != nil || cfg.SandboxdRESTAddr != c["SANDBOXD_REST_ADDR"] {
+			t.Errorf("%v: %v %+v", c, err, cfg)
+		}
+	}
+	if cfg, err := loadConfig(nil, envMap(map[string]string{"SANDBOX_BASE_DIR": base}), &bytes.Buffer{}); err != nil || cfg.SandboxdRESTAddr != "" {
+		t.Errorf("the default: %v %q; want off", err, cfg.SandboxdRESTAddr)
 	}
 }
 

@@ -16,12 +16,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"mime/multipart"
 	"net/http"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -557,4 +559,159 @@ var blackboxChecks = []check{
 			t.Errorf("after the recursive delete of the root: %v %v; want it there and empty", ents, err)
 		}
 	}},
+}
+
+// startOurs starts our daemon with env (the sandboxd REST listener among
+// it) and returns it with that listener's URL. Against another server
+// (SANDBOXD_REST_BLACKBOX_URL) the test is skipped: it is about our
+// daemon's own settings.
+func startOurs(t *testing.T, env ...string) (*daemontest.Daemon, string) {
+	t.Helper()
+	if os.Getenv("SANDBOXD_REST_BLACKBOX_URL") != "" {
+		t.Skip("SANDBOXD_REST_BLACKBOX_URL names another server; this test starts our daemon with settings of its own")
+	}
+	d := daemontest.StartT(t, daemontest.Options{Bin: binPath, BaseDir: filepath.Join(t.TempDir(), "base"), CheckLeaks: true, Env: env})
+	addr, _ := d.Listening["sandboxd_rest_addr"].(string)
+	if addr == "" {
+		t.Fatalf("the listening line has no sandboxd_rest_addr: %v", d.Listening)
+	}
+	_, port, _ := strings.Cut(addr, "]:")
+	if port == "" {
+		_, port, _ = strings.Cut(addr, ":")
+	}
+	return d, "http://127.0.0.1:" + port
+}
+
+func get(t *testing.T, u string, header ...string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest("GET", u, nil)
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	c := &http.Client{Timeout: 10 * time.Second}
+	res, err := c.Do(req)
+	if err != nil {
+		t.Fatalf("GET %s: %v", u, err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return res.StatusCode, string(b)
+}
+
+// TestAuthRule: on loopback the listener asks no token, even when the
+// daemon has one (sandboxd's SDK sends none); on any other address every
+// request needs it, /v1/health included.
+func TestAuthRule(t *testing.T) {
+	tok := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(tok, []byte("auth-rule-token\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Run("loopback", func(t *testing.T) {
+		_, u := startOurs(t, "SANDBOXD_REST_ADDR=127.0.0.1:0", "SANDBOX_RUNTIME_TOKEN_FILE="+tok)
+		for _, p := range []string{"/v1/health", "/v1/metadata", "/v1/files/"} {
+			if code, body := get(t, u+p); code != 200 {
+				t.Errorf("GET %s without a token on loopback: %d %s; want 200", p, code, body)
+			}
+		}
+	})
+	t.Run("every interface", func(t *testing.T) {
+		// Bound on every interface, spoken to on 127.0.0.1 only.
+		_, u := startOurs(t, "SANDBOXD_REST_ADDR=0.0.0.0:0", "SANDBOX_RUNTIME_TOKEN_FILE="+tok)
+		for _, p := range []string{"/v1/health", "/v1/metadata", "/v1/files/"} {
+			code, body := get(t, u+p)
+			if code != 401 || !strings.Contains(body, `"code":"UNAUTHENTICATED"`) {
+				t.Errorf("GET %s without a token: %d %s; want 401 UNAUTHENTICATED", p, code, body)
+			}
+			if code, body := get(t, u+p, "Authorization", "Bearer wrong"); code != 401 {
+				t.Errorf("GET %s with a wrong token: %d %s; want 401", p, code, body)
+			}
+			if code, body := get(t, u+p, "Authorization", "Bearer auth-rule-token"); code != 200 {
+				t.Errorf("GET %s with the token: %d %s; want 200", p, code, body)
+			}
+		}
+	})
+}
+
+// TestRefusesExposedWithoutToken: the daemon does not start with the
+// listener beyond loopback and no token file, and says which settings.
+func TestRefusesExposedWithoutToken(t *testing.T) {
+	if os.Getenv("SANDBOXD_REST_BLACKBOX_URL") != "" {
+		t.Skip("SANDBOXD_REST_BLACKBOX_URL names another server; this test starts our daemon with settings of its own")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binPath)
+	cmd.Env = append(daemontest.CleanEnv(), "SANDBOX_BASE_DIR="+t.TempDir(), "SANDBOXD_REST_ADDR=0.0.0.0:0")
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(string(out), "SANDBOXD_REST_ADDR") || !strings.Contains(string(out), "SANDBOX_RUNTIME_TOKEN_FILE") {
+		t.Errorf("exit %v, output %q; want exit 2 naming SANDBOXD_REST_ADDR and SANDBOX_RUNTIME_TOKEN_FILE", err, out)
+	}
+}
+
+// TestOriginRefused: a browser page of another site is refused, as on the
+// main port.
+func TestOriginRefused(t *testing.T) {
+	_, u := startOurs(t, "SANDBOXD_REST_ADDR=127.0.0.1:0")
+	code, body := get(t, u+"/v1/files/", "Origin", "http://evil.example")
+	if code != 403 || !strings.Contains(body, `"code":"PERMISSION_DENIED"`) {
+		t.Errorf("a foreign Origin: %d %s; want 403 PERMISSION_DENIED", code, body)
+	}
+}
+
+// TestHealthDrains: from the first moment of a graceful shutdown
+// /v1/health answers 503 UNAVAILABLE. A command that ignores SIGTERM holds
+// the shutdown open for the kill grace (3 s), and the listener is still
+// serving then; the daemon then ends it and exits by itself.
+func TestHealthDrains(t *testing.T) {
+	d, u := startOurs(t, "SANDBOXD_REST_ADDR=127.0.0.1:0", "SANDBOX_KILL_GRACE_SECONDS=3")
+	body := `{"argv":["sh","-c","trap '' TERM; echo ready; while :; do sleep 1; done"],"timeout":120}`
+	res, err := http.Post(d.URL+"/v1/commands", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != 201 && res.StatusCode != 200 {
+		t.Fatalf("starting the command: %d %s", res.StatusCode, b)
+	}
+	var cmd struct {
+		ID string `json:"command_id"`
+	}
+	json.Unmarshal(b, &cmd)
+	// Wait until the shell has set its trap (its first line is out).
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, out := get(t, d.URL+"/v1/commands/"+cmd.ID+"/output")
+		if strings.Contains(out, "ready") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the command never printed ready: %s", out)
+		}
+		time.Sleep(20 * time.Millisecond) // polling a condition, with a bound
+	}
+	if code, body := get(t, u+"/v1/health"); code != 200 {
+		t.Fatalf("health before the shutdown: %d %s", code, body)
+	}
+	if err := d.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	deadline = time.Now().Add(15 * time.Second)
+	for {
+		code, body := get(t, u+"/v1/health")
+		if code == 503 {
+			if !strings.Contains(body, `"code":"UNAVAILABLE"`) {
+				t.Errorf("503 body %s; want code UNAVAILABLE", body)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("health still %d %s 15 s after SIGTERM", code, body)
+		}
+		time.Sleep(20 * time.Millisecond) // polling a condition, with a bound
+	}
+	if code, ok := d.Wait(30 * time.Second); !ok || code != 0 {
+		t.Errorf("the daemon's exit after SIGTERM: code %d, exited %v; want 0", code, ok)
+	}
 }
