@@ -83,6 +83,7 @@ const (
 	FeatureMetrics          = "metrics" // only when GET /metrics is served
 	FeatureIdempotentCreate = "idempotent_create"
 	FeaturePTY              = "pty"
+	FeatureSandboxdREST     = "sandboxd_rest" // only when sandboxd's REST listener is on (SANDBOXD_REST_ADDR)
 )
 
 // CreateRequest is the body of POST /v1/commands. Exactly one of Argv and

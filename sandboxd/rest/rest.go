@@ -24,11 +24,12 @@ import (
 
 	"github.com/sandbox-runtime/sandbox-runtime/fsroot"
 	"github.com/sandbox-runtime/sandbox-runtime/httpx"
+	"github.com/sandbox-runtime/sandbox-runtime/wire"
 )
 
 // Feature is what /v1/info announces on the main port when this listener
 // is on.
-const Feature = "sandboxd-rest"
+const Feature = wire.FeatureSandboxdREST
 
 // DefaultMetadataPrefix is the prefix of the environment variables
 // /v1/metadata serves, as upstream's --metadata-env-prefix default.
