@@ -715,3 +715,28 @@ func TestHealthDrains(t *testing.T) {
 		t.Errorf("the daemon's exit after SIGTERM: code %d, exited %v; want 0", code, ok)
 	}
 }
+
+// TestInfoFeature: /v1/info on the main port lists sandboxd_rest while the
+// listener is on, and only then.
+func TestInfoFeature(t *testing.T) {
+	features := func(d *daemontest.Daemon) []string {
+		t.Helper()
+		_, body := get(t, d.URL+"/v1/info")
+		var info struct{ Features []string }
+		if err := json.Unmarshal([]byte(body), &info); err != nil {
+			t.Fatalf("/v1/info: %v %s", err, body)
+		}
+		return info.Features
+	}
+	on, _ := startOurs(t, "SANDBOXD_REST_ADDR=127.0.0.1:0")
+	if f := features(on); !slices.Contains(f, "sandboxd_rest") {
+		t.Errorf("with SANDBOXD_REST_ADDR the features are %v; want sandboxd_rest among them", f)
+	}
+	off := daemontest.StartT(t, daemontest.Options{Bin: binPath, BaseDir: filepath.Join(t.TempDir(), "base")})
+	if f := features(off); slices.Contains(f, "sandboxd_rest") {
+		t.Errorf("without SANDBOXD_REST_ADDR the features are %v", f)
+	}
+	if _, ok := off.Listening["sandboxd_rest_addr"]; ok {
+		t.Errorf("without SANDBOXD_REST_ADDR the listening line names a sandboxd address: %v", off.Listening)
+	}
+}
