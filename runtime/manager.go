@@ -43,6 +43,8 @@ type Manager struct {
 	tombOrder []string // tombstone ids, oldest first (bounded by cfg.Tombstones)
 	closing   bool
 	closeOnce sync.Once
+
+	feed eventLog // the lifecycle event feed (events.go); its own lock
 }
 
 // New returns a Manager that starts processes with reaper. The caller owns
@@ -190,6 +192,7 @@ func (m *Manager) Create(r CreateRequest) (Status, bool, error) {
 	c.mu.Unlock()
 	close(c.startedCh)
 	m.obs.CommandStarted(spawn)
+	m.feed.commandStarted(c)
 	c.log.Info("command started", zap.String("argv0", s.argv[0]), zap.Int("pid", p.Pid),
 		zap.Float64("timeout_seconds", s.timeout.Seconds()), zap.Bool("stdin", s.stdin), zap.Bool("pty", s.pty != nil))
 	go c.run(p)
@@ -219,6 +222,7 @@ func (m *Manager) evictLocked() {
 		}
 		m.dropLocked(oldest, GoneEvicted)
 		m.obs.HandleEvicted()
+		m.feed.handleDropped(oldest, GoneEvicted, m.cfg.Clock.Now())
 	}
 }
 
@@ -232,6 +236,7 @@ func (m *Manager) sweepLocked() {
 		if expired {
 			m.dropLocked(c, GoneExpired)
 			m.obs.HandleExpired()
+			m.feed.handleDropped(c, GoneExpired, now)
 		}
 	}
 }
@@ -260,6 +265,7 @@ func (m *Manager) finished(c *Command, s State, truncated bool) {
 	m.running--
 	m.mu.Unlock()
 	m.obs.CommandFinished(s, truncated)
+	m.feed.commandExited(c)
 }
 
 // Get returns the command with id. Errors: ErrNotFound (never seen, or not a
