@@ -72,15 +72,20 @@ type logEvent struct {
 type eventLog struct {
 	once     sync.Once
 	instance string
+	size     int64 // events retained: Config.EventLog
 
 	mu     sync.Mutex // guards the fields below
-	ring   []logEvent // grows to EventLogSize, then reused: seq s is at (s-1) % EventLogSize
+	ring   []logEvent // grows to size, then reused: seq s is at (s-1) % size
 	next   int64      // seq of the next event; events next-len(ring) … next-1 are retained
 	notify chan struct{}
 }
 
-func (l *eventLog) init() {
+func (l *eventLog) init(size int) {
 	l.once.Do(func() {
+		l.size = int64(size)
+		if l.size <= 0 {
+			l.size = EventLogSize
+		}
 		var b [8]byte
 		if _, err := rand.Read(b[:]); err != nil {
 			panic(fmt.Sprintf("runtime: no randomness for the instance id: %v", err))
@@ -93,15 +98,15 @@ func (l *eventLog) init() {
 }
 
 // append adds events (their seq set here) and wakes the readers.
-func (l *eventLog) append(evs ...logEvent) {
-	l.init()
+func (l *eventLog) append(size int, evs ...logEvent) {
+	l.init(size)
 	l.mu.Lock()
 	for _, e := range evs {
 		e.seq = l.next
-		if len(l.ring) < EventLogSize {
+		if int64(len(l.ring)) < l.size {
 			l.ring = append(l.ring, e)
 		} else {
-			l.ring[(e.seq-1)%EventLogSize] = e
+			l.ring[(e.seq-1)%l.size] = e
 		}
 		l.next++
 	}
@@ -123,7 +128,7 @@ func (l *eventLog) commandStarted(c *Command) {
 		pid = int32(c.proc.Pid)
 	}
 	c.mu.Unlock()
-	l.append(
+	l.append(c.m.cfg.EventLog,
 		logEvent{kind: evKindCreated, id: c.id, at: created},
 		logEvent{kind: evKindStarted, id: c.id, at: started, pid: pid},
 	)
@@ -146,7 +151,7 @@ func (l *eventLog) commandExited(c *Command) {
 		e.pid = int32(c.proc.Pid)
 	}
 	c.mu.Unlock()
-	l.append(e)
+	l.append(c.m.cfg.EventLog, e)
 }
 
 // handleDropped logs that c's handle was dropped (called beside
@@ -156,7 +161,7 @@ func (l *eventLog) handleDropped(c *Command, why GoneReason, now time.Time) {
 	if why == GoneEvicted {
 		kind = evKindEvicted
 	}
-	l.append(logEvent{kind: kind, id: c.id, at: now.UnixNano()})
+	l.append(c.m.cfg.EventLog, logEvent{kind: kind, id: c.id, at: now.UnixNano()})
 }
 
 // EventFilter selects the events of a feed. The zero value selects all.
@@ -245,13 +250,13 @@ type EventRead struct {
 // EventInstance is this Manager's instance id, the first part of its feed
 // cursors: new at every start of the daemon.
 func (m *Manager) EventInstance() string {
-	m.feed.init()
+	m.feed.init(m.cfg.EventLog)
 	return m.feed.instance
 }
 
 // EventHead is the cursor of the next event to happen.
 func (m *Manager) EventHead() wire.FeedCursor {
-	m.feed.init()
+	m.feed.init(m.cfg.EventLog)
 	m.feed.mu.Lock()
 	defer m.feed.mu.Unlock()
 	return wire.FeedCursor{Instance: m.feed.instance, Seq: m.feed.next}
@@ -266,7 +271,7 @@ func (m *Manager) OpenEvents(cursor string, f EventFilter) (*EventFeed, error) {
 		return nil, err
 	}
 	l := &m.feed
-	l.init()
+	l.init(m.cfg.EventLog)
 	r := &EventFeed{l: l, m: f.compile()}
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -324,7 +329,7 @@ func (r *EventFeed) Read(dst []wire.FeedEvent, max int) EventRead {
 		r.next = oldest
 	}
 	for scanned := 0; r.next < l.next && scanned < eventScan && len(out.Events) < max; scanned++ {
-		e := &l.ring[(r.next-1)%EventLogSize]
+		e := &l.ring[(r.next-1)%l.size]
 		r.next++
 		if r.m.match(e) {
 			out.Events = append(out.Events, e.wire(l.instance))

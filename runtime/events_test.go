@@ -105,7 +105,7 @@ func TestEventLogGapAndCursors(t *testing.T) {
 	head := m.EventHead()
 	const extra = 10
 	for i := 0; i < EventLogSize+extra; i++ {
-		m.feed.append(logEvent{kind: evKindExpired, id: "x", at: 1})
+		m.feed.append(0, logEvent{kind: evKindExpired, id: "x", at: 1})
 	}
 	f, err := m.OpenEvents(head.String(), EventFilter{})
 	if err != nil {

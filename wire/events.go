@@ -50,7 +50,8 @@ type FeedEvent struct {
 	DurationSeconds *float64   `json:"duration_seconds,omitempty"` // started_at → finished_at
 	Resources       *Resources `json:"resources,omitempty"`
 
-	DroppedEvents *int64 `json:"dropped_events,omitempty"` // gap
+	Cursor        string `json:"cursor,omitempty"`         // gap: the cursor asked for
+	DroppedEvents *int64 `json:"dropped_events,omitempty"` // gap: events lost between Cursor and NextCursor
 	Reason        string `json:"reason,omitempty"`         // end
 	NextCursor    string `json:"next_cursor"`
 }
