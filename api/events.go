@@ -46,7 +46,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	feed, err := s.m.OpenEvents(q.v.Get("cursor"), filter)
 	if errors.Is(err, runtime.ErrStaleCursor) {
 		// Never misread, never a gap: the client must start over.
-		writeError(w, http.StatusConflict, "stale_cursor", err.Error(), nil)
+		writeError(w, http.StatusConflict, wire.CodeStaleCursor, err.Error(), nil)
 		return
 	}
 	if err != nil {

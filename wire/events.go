@@ -83,3 +83,7 @@ func ParseFeedCursor(s string) (FeedCursor, error) {
 	}
 	return FeedCursor{Instance: inst, Seq: n}, nil
 }
+
+// CodeStaleCursor is the error code of a feed cursor of another daemon
+// incarnation (409): start over without a cursor.
+const CodeStaleCursor = "stale_cursor"
