@@ -85,11 +85,24 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}()
-	if err := sink.flush(); err != nil {
+	if err := (feedNDJSON{sink}).flush(); err != nil {
 		return
 	}
 	defer s.metrics.StreamOpened()()
-	s.streamFeed(r.Context(), feed, streamOptions{follow: follow, window: secondsDur(window), heartbeatEvery: s.opts.HeartbeatInterval}, sink)
+	s.streamFeed(r.Context(), feed, streamOptions{follow: follow, window: secondsDur(window), heartbeatEvery: s.opts.HeartbeatInterval}, feedNDJSON{sink})
+}
+
+// feedNDJSON is the ndjsonSink of a feed, whose write deadline is taken
+// off once a batch is written: every write is armed first (flush), and a
+// deadline left on an idle feed would wake the daemon 10 s after each
+// batch, between its own ticks (Manager.Tick).
+type feedNDJSON struct{ *ndjsonSink }
+
+func (f feedNDJSON) flush() error {
+	if err := f.ndjsonSink.flush(); err != nil {
+		return err
+	}
+	return f.rc.SetWriteDeadline(time.Time{})
 }
 
 // splitList splits a comma-separated query value; "" is no list.
@@ -113,13 +126,24 @@ func (s *Server) streamFeed(ctx context.Context, feed *runtime.EventFeed, o stre
 	)
 	window := time.NewTimer(o.window)
 	defer window.Stop()
+	// Heartbeats: at the default interval, which is the Manager's own
+	// timer period, they are timed by its ticks (a heartbeat at the first
+	// tick at least half an interval after the last line: 5–15 s of
+	// silence), so that an open feed adds no wake-up of its own to the
+	// idle daemon's one per 10 s. Any other interval has its own ticker.
 	var hb *time.Ticker
 	var hbC <-chan time.Time
-	if o.heartbeatEvery > 0 {
+	var tickC <-chan struct{}
+	shared := o.heartbeatEvery == runtime.TickInterval
+	switch {
+	case shared:
+		tickC = s.m.Tick()
+	case o.heartbeatEvery > 0:
 		hb = time.NewTicker(o.heartbeatEvery)
 		defer hb.Stop()
 		hbC = hb.C
 	}
+	lastLine := time.Now()
 	closing := ""
 	for {
 		if closing == "" {
@@ -159,6 +183,7 @@ func (s *Server) streamFeed(ctx context.Context, feed *runtime.EventFeed, o stre
 			if hb != nil {
 				hb.Reset(o.heartbeatEvery)
 			}
+			lastLine = time.Now()
 		}
 		if !feed.CaughtUp() {
 			continue // more is logged already (or the filter skipped a full scan)
@@ -171,6 +196,14 @@ func (s *Server) streamFeed(ctx context.Context, feed *runtime.EventFeed, o stre
 		case <-hbC:
 			if err := feedLine(sink, &line, feedEvent{Type: wire.FeedHeartbeat, NextCursor: feed.Cursor().String()}, true); err != nil {
 				return err
+			}
+		case <-tickC:
+			tickC = s.m.Tick()
+			if time.Since(lastLine) >= o.heartbeatEvery/2 {
+				if err := feedLine(sink, &line, feedEvent{Type: wire.FeedHeartbeat, NextCursor: feed.Cursor().String()}, true); err != nil {
+					return err
+				}
+				lastLine = time.Now()
 			}
 		case <-window.C:
 			closing = wire.EndMaxWait

@@ -10,6 +10,10 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -141,4 +145,105 @@ func TestEventFeedExactlyOnceAcrossDisconnects(t *testing.T) {
 	took := time.Since(start)
 	figure(t, "event feed: %d commands, %d events, %d cuts, exactly once in %v (%.0f events/s incl. the commands)", commands, last, cuts, took.Round(time.Millisecond), float64(last)/took.Seconds())
 	d.assertCleanLogs()
+}
+
+// wakeups counts the runs of 100 ms slots in which the threads of pid
+// switched context during w (the measure of cmd/sandbox-bench's idle
+// scenario).
+func wakeups(t *testing.T, pid int, w time.Duration) (wakes int, switches int64) {
+	t.Helper()
+	count := func() int64 {
+		dirs, _ := filepath.Glob("/proc/" + strconv.Itoa(pid) + "/task/*/status")
+		var n int64
+		for _, f := range dirs {
+			data, err := os.ReadFile(f)
+			if err != nil {
+				continue
+			}
+			for _, line := range strings.Split(string(data), "\n") {
+				if name, v, ok := strings.Cut(line, ":"); ok && strings.HasSuffix(name, "ctxt_switches") {
+					k, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+					n += k
+				}
+			}
+		}
+		return n
+	}
+	first := count()
+	last, was := first, false
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for end := time.Now().Add(w); time.Now().Before(end); {
+		<-tick.C
+		n := count()
+		if n > last && !was {
+			wakes++
+			if os.Getenv("EVENTS_DEBUG") != "" {
+				t.Logf("wake-up at %s", time.Now().Format("05.000"))
+			}
+		}
+		was = n > last
+		last = n
+	}
+	return wakes, last - first
+}
+
+// TestEventFeedIdleWakeups (issue 23): with a feed open (NDJSON, follow,
+// max_wait 60) and nothing happening, the daemon wakes only for the
+// feed's heartbeat and its own 10 s timers.
+func TestEventFeedIdleWakeups(t *testing.T) {
+	d := startDaemon(t, daemonConfig{})
+	t.Logf("daemon up at %s", time.Now().Format("05.000"))
+	// Open the feed half-way between two of the daemon's own 10 s ticks
+	// (they started with it): a heartbeat timer of the feed's own would
+	// then be a second wake-up per 10 s. Not a synchronisation: the phase
+	// of the measurement.
+	<-time.After(7 * time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", d.url+"/v1/events?max_wait=60&cursor=now", nil)
+	resp, err := d.client.Do(req)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("open: %v %v", err, resp)
+	}
+	defer resp.Body.Close()
+	t.Logf("feed open at %s", time.Now().Format("05.000"))
+	lines := make(chan string, 16)
+	go func() {
+		br := bufio.NewReader(resp.Body)
+		for {
+			l, err := br.ReadString('\n')
+			if err != nil {
+				close(lines)
+				return
+			}
+			lines <- l
+			if os.Getenv("EVENTS_DEBUG") != "" {
+				t.Logf("line at %s: %s", time.Now().Format("05.000"), strings.TrimSpace(l))
+			}
+		}
+	}()
+	// As the bench's idle scenario: from 3 s after the last request (the
+	// Go runtime's own work after serving it is not idleness).
+	<-time.After(3 * time.Second)
+	w := 30 * time.Second
+	if testing.Short() {
+		w = 20 * time.Second
+	}
+	wakes, sw := wakeups(t, d.pid, w)
+	per10 := float64(wakes) * float64(10*time.Second) / float64(w)
+	figure(t, "event feed open, nothing happening: %d wake-ups in %v (%.1f per 10 s; %d context switches)", wakes, w, per10, sw)
+	n := 0
+	for len(lines) > 0 {
+		if l := <-lines; !strings.Contains(l, `"heartbeat"`) {
+			t.Errorf("an idle feed sent %q", l)
+		}
+		n++
+	}
+	if n < int(w/(10*time.Second))-1 {
+		t.Errorf("%d heartbeats in %v", n, w)
+	}
+	if per10 > 1.25 {
+		t.Errorf("%.1f wake-ups per 10 s with a feed open; want the heartbeat to share the daemon's 10 s wake-up", per10)
+	}
 }

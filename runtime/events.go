@@ -78,6 +78,35 @@ type eventLog struct {
 	ring   []logEvent // grows to size, then reused: seq s is at (s-1) % size
 	next   int64      // seq of the next event; events next-len(ring) … next-1 are retained
 	notify chan struct{}
+	tickCh chan struct{} // closed at the janitor's next tick (Manager.Tick)
+}
+
+// TickInterval is the period of the Manager's own timer (the janitor's
+// sweep). Streams that time their heartbeats by Manager.Tick wake the
+// daemon together with it, not once more per stream.
+const TickInterval = sweepInterval
+
+// Tick returns a channel closed at the Manager's next timer tick (every
+// TickInterval while the Manager is open).
+func (m *Manager) Tick() <-chan struct{} {
+	l := &m.feed
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.tickCh == nil {
+		l.tickCh = make(chan struct{})
+	}
+	return l.tickCh
+}
+
+// tick wakes the Tick waiters (called by the janitor).
+func (l *eventLog) tick() {
+	l.mu.Lock()
+	ch := l.tickCh
+	l.tickCh = nil
+	l.mu.Unlock()
+	if ch != nil {
+		close(ch)
+	}
 }
 
 func (l *eventLog) init(size int) {

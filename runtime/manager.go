@@ -93,6 +93,7 @@ func (m *Manager) janitor() {
 			m.mu.Lock()
 			m.sweepLocked()
 			m.mu.Unlock()
+			m.feed.tick()
 		case <-m.stopJanitor:
 			return
 		}
