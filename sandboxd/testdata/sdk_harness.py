@@ -12,10 +12,14 @@ logic:
     tunnel would once ready; close() and verify_connection() have no process
     to stop or watch. There is no cluster, so the Sandbox gets a stand-in
     for its Kubernetes helper, which that step alone used.
-  * its vendored ProcessService stubs need protobuf >= 7; they are generated
-    again here, from upstream's own process.proto (--proto), with the
-    protoc and grpc_python_plugin of this machine (Debian's), for its
-    protobuf/grpcio.
+  * its vendored ProcessService stubs (k8s_agent_sandbox/_proto) are tried
+    first, in a python of their own; when they do not load (v1.0.1's need
+    protobuf >= 7's runtime_version; Debian 12 has 4.21) they are generated
+    again in the copy (a temporary directory), from upstream's own
+    process.proto (--proto), with the protoc and grpc_python_plugin of this
+    machine (Debian's protobuf-compiler and protobuf-compiler-grpc, the same
+    releases as its python3-protobuf and python3-grpcio), for its
+    protobuf/grpcio. Generated code from the same .proto: no logic changes.
   * Debian's pydantic is 1.10; the SDK's models use pydantic 2's
     field_validator, which is given here as pydantic 1's validator (same
     semantics for the SDK's two uses: plain after-validators).
@@ -30,7 +34,22 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 import traceback
+
+
+def vendored_stubs_load(sdk_dir):
+    """None when the SDK's own stubs import with this python's protobuf and
+    grpcio (as the SDK's _process_stubs shim imports them), else the error."""
+    proto_root = os.path.join(sdk_dir, "k8s_agent_sandbox", "_proto")
+    r = subprocess.run([sys.executable, "-c",
+                        "import sys; sys.path.insert(0, sys.argv[1]); "
+                        "from process.v1 import process_pb2, process_pb2_grpc", proto_root],
+                       capture_output=True, text=True, timeout=60)
+    if r.returncode == 0:
+        return None
+    lines = (r.stderr or r.stdout).strip().splitlines()
+    return lines[-1] if lines else "exit %d" % r.returncode
 
 
 def regenerate_stubs(sdk_dir, proto):
@@ -71,7 +90,15 @@ def main():
     ap.add_argument("--prefix", default="sdk-harness", help="the directory below the base dir the calls use")
     a = ap.parse_args()
 
-    regenerate_stubs(a.sdk, a.proto)
+    os.environ["PYTHONDONTWRITEBYTECODE"] = "1"
+    why = vendored_stubs_load(a.sdk)
+    if why is None:
+        print("setup: the SDK's vendored stubs load as they are")
+    else:
+        regenerate_stubs(a.sdk, a.proto)
+        print("setup: the SDK's vendored stubs do not load here (%s): regenerated from process.proto with this machine's protoc and grpc_python_plugin" % why)
+    import google.protobuf, grpc
+    print("setup: %s %s, protobuf %s, grpcio %s" % (sys.executable, sys.version.split()[0], google.protobuf.__version__, grpc.__version__))
     print("setup: " + pydantic_compat())
     sys.path.insert(0, a.sdk)
 
@@ -143,7 +170,7 @@ def main():
         except Exception as e:
             return getattr(e, "status_code", None)
         return "no error"
-    call("files.delete (non-empty, not recursive: 409)", delete_nonempty, equal(409))
+    call("files.delete (non-empty, not recursive, 409)", delete_nonempty, equal(409))
     call("files.delete (recursive)", lambda: sb.files.delete(p + "/sub", recursive=True), equal(None))
     call("files.list (after deletes)", lambda: [e.name for e in sb.files.list(p)], equal([]))
 
@@ -156,10 +183,74 @@ def main():
          lambda: (sb.files.write(p + "/cat.txt", "via the command"), sb.commands.run("cat " + p + "/cat.txt").stdout)[1],
          equal("via the command"))
 
+    # What the SDK's own limits do, measured (docs/sandboxd-rest.md, "The
+    # SDK run"): its channel keeps grpcio's 4 MiB receive limit, so 3 MiB
+    # of stdout arrives whole and 5 MiB fails on the SDK's side with
+    # RESOURCE_EXHAUSTED although the daemon sent it all; the connection
+    # stays usable.
+    call("commands.run (3 MiB of stdout, whole)",
+         lambda: len(sb.commands.run("head -c 3145728 /dev/zero | tr '\\0' x").stdout), equal(3 << 20))
+
+    def five_mib():
+        try:
+            r = sb.commands.run("head -c 5242880 /dev/zero | tr '\\0' x")
+        except RuntimeError as e:
+            return "RESOURCE_EXHAUSTED" if "RESOURCE_EXHAUSTED" in str(e) else str(e)
+        return "no error: %d bytes" % len(r.stdout)
+    call("commands.run (5 MiB of stdout over the SDK's 4 MiB receive limit, RESOURCE_EXHAUSTED)", five_mib, equal("RESOURCE_EXHAUSTED"))
+    call("commands.run (after the 5 MiB refusal)", lambda: sb.commands.run("echo still here").stdout, equal("still here\n"))
+
+    # The SDK's timeout is the call's gRPC deadline: the SDK raises
+    # DEADLINE_EXCEEDED and the daemon kills the process group at that
+    # moment (nothing of it is left).
+    # Both sleeps (a background child and the leader) carry a marker of
+    # this run in their arguments, so /proc shows whether either is left.
+    marker = ".9%07d" % os.getpid()
+
+    def deadline():
+        t0 = time.monotonic()
+        try:
+            sb.commands.run("sleep 30%s & sleep 31%s" % (marker, marker), timeout=1)
+        except RuntimeError as e:
+            if "DEADLINE_EXCEEDED" not in str(e):
+                return "raised %s" % e
+        else:
+            return "no error"
+        took = time.monotonic() - t0
+        left = wait_gone(marker, 10)
+        return "DEADLINE_EXCEEDED" if took < 10 and not left else "after %.1fs, left: %s" % (took, left)
+    call("commands.run (timeout=1 on sleep 31, DEADLINE_EXCEEDED, the group killed)", deadline, equal("DEADLINE_EXCEEDED"))
+
     sb.connector.close()
     passed = sum(results)
     print("%d of %d calls succeeded" % (passed, len(results)))
     return 0 if all(results) else 1
+
+
+def procs_named(marker):
+    """The pids whose command line contains marker (from /proc)."""
+    pids = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open("/proc/%s/cmdline" % d, "rb") as f:
+                if marker.encode() in f.read():
+                    pids.append(int(d))
+        except OSError:
+            pass
+    return pids
+
+
+def wait_gone(marker, bound):
+    """Polls /proc until no process carries marker, for at most bound
+    seconds; returns the pids still there."""
+    end = time.monotonic() + bound
+    while True:
+        left = procs_named(marker)
+        if not left or time.monotonic() > end:
+            return left
+        time.sleep(0.05)
 
 
 def listing_size(a, p):
