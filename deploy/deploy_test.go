@@ -19,6 +19,10 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v4"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/sandbox-runtime/sandbox-runtime/sandboxd/processv1"
 )
 
 // The subset of the Kubernetes objects the checks read.
@@ -375,7 +379,7 @@ func runWithManifestEnv(t *testing.T, bin string, manifestEnv []envVar, readines
 	os.Mkdir(base, 0o755)
 	var env []string
 	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "SANDBOX_") {
+		if !strings.HasPrefix(kv, "SANDBOX_") && !strings.HasPrefix(kv, "SANDBOXD_") {
 			env = append(env, kv)
 		}
 	}
@@ -388,7 +392,7 @@ func runWithManifestEnv(t *testing.T, bin string, manifestEnv []envVar, readines
 			v = token
 		case "SANDBOX_BASE_DIR":
 			v = base
-		case "SANDBOXD_REST_ADDR":
+		case "SANDBOXD_REST_ADDR", "SANDBOXD_GRPC_ADDR":
 			v = "127.0.0.1:0" // loopback, as in the manifest
 		}
 		env = append(env, e.Name+"="+v)
@@ -475,14 +479,15 @@ func runWithManifestEnv(t *testing.T, bin string, manifestEnv []envVar, readines
 }
 
 // TestSandboxdTemplate checks sandboxd-template.yaml, the template of the
-// SDKs' sandboxd mode: sandboxd's REST listener on the pod's loopback at
-// the port the SDK forwards to (8080), every variable a setting of the
+// SDKs' sandboxd mode: sandboxd's REST and gRPC listeners on the pod's
+// loopback at the ports the SDK forwards to (8080, 9090), every variable a setting of the
 // daemon, the token on the main port, and probes the kubelet can pass.
 // The kubelet's httpGet goes to the pod IP, where a loopback listener is
 // not reachable: the probes must be on the main port (declared, public),
 // never on the REST port. Then the real daemon runs with the manifest's
-// environment: both probes answer without a token, and sandboxd's
-// /v1/health and /v1/files answer on its loopback listener without one.
+// environment: both probes answer without a token, sandboxd's /v1/health
+// and /v1/files answer on its loopback listener without one, and so does
+// an Execute on the gRPC listener.
 func TestSandboxdTemplate(t *testing.T) {
 	bin, defaults := daemonFlags(t)
 	var tmpl struct {
@@ -512,9 +517,11 @@ func TestSandboxdTemplate(t *testing.T) {
 		}
 		env[e.Name] = e.Value
 	}
-	host, restPort, err := net.SplitHostPort(env["SANDBOXD_REST_ADDR"])
-	if ip := net.ParseIP(host); err != nil || ip == nil || !ip.IsLoopback() || restPort != "8080" {
-		t.Errorf("SANDBOXD_REST_ADDR %q; want a loopback address on 8080 (the SDK's rest_port)", env["SANDBOXD_REST_ADDR"])
+	for name, want := range map[string]string{"SANDBOXD_REST_ADDR": "8080", "SANDBOXD_GRPC_ADDR": "9090"} {
+		host, port, err := net.SplitHostPort(env[name])
+		if ip := net.ParseIP(host); err != nil || ip == nil || !ip.IsLoopback() || port != want {
+			t.Errorf("%s %q; want a loopback address on %s (the SDK's rest_port and grpc_port are 8080 and 9090)", name, env[name], want)
+		}
 	}
 	if env["SANDBOX_RUNTIME_TOKEN_FILE"] == "" {
 		t.Error("no SANDBOX_RUNTIME_TOKEN_FILE: the main port must require a token")
@@ -561,8 +568,21 @@ func TestSandboxdTemplate(t *testing.T) {
 	}
 	listening := runWithManifestEnv(t, bin, c.Env, c.ReadinessProbe.HTTPGet.Path, c.LivenessProbe.HTTPGet.Path)
 	rest, _ := listening["sandboxd_rest_addr"].(string)
-	if rest == "" {
-		t.Fatalf("the daemon announces no sandboxd REST listener: %v", listening)
+	grpcAddr, _ := listening["sandboxd_grpc_addr"].(string)
+	if rest == "" || grpcAddr == "" {
+		t.Fatalf("the daemon announces not both sandboxd listeners (sandboxd_rest_addr, sandboxd_grpc_addr): %v", listening)
+	}
+	// The SDK's commands.run: Execute of /bin/sh -c, no token, plaintext.
+	conn, err := grpc.NewClient(grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := processv1.NewProcessServiceClient(conn).Execute(ctx, &processv1.ExecuteRequest{Config: &processv1.ProcessConfig{Command: []string{"/bin/sh", "-c", "echo hi"}}})
+	if err != nil || string(res.GetStdout()) != "hi\n" || res.GetExitCode() != 0 {
+		t.Errorf("Execute of echo hi on the sandboxd gRPC listener without a token: %v, %q exit %d; want hi, exit 0 (loopback)", err, res.GetStdout(), res.GetExitCode())
 	}
 	for _, p := range []string{"/v1/health", "/v1/files/"} {
 		resp, err := (&http.Client{Timeout: 10 * time.Second}).Get("http://" + rest + p)
