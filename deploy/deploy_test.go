@@ -596,3 +596,46 @@ func TestSandboxdTemplate(t *testing.T) {
 		}
 	}
 }
+
+// TestImagesLeaveSandboxdOff: the project's images (runtime, python, codex)
+// set neither SANDBOXD_GRPC_ADDR nor SANDBOXD_REST_ADDR, and the sandboxd
+// template sets both on an image of the project that does not: sandboxd's
+// listeners are on only where a template asks for them (docs/images.md,
+// "sandboxd's protocol"). On in an image, they would take the pod's
+// loopback 8080 and 9090 from the agent's own servers in every pod made
+// from it, and hand any container sharing the pod's network a way to run
+// commands without the token.
+func TestImagesLeaveSandboxdOff(t *testing.T) {
+	for _, image := range []string{"sandbox-runtime:latest", "sandbox-runtime-python:latest", "sandbox-runtime-codex:latest"} {
+		env := imageEnv(t, strings.Replace(image, "sandbox-runtime:", "sandbox-runtime-runtime:", 1))
+		for k, v := range env {
+			if strings.HasPrefix(k, "SANDBOXD_") {
+				t.Errorf("image %s sets %s=%s; sandboxd's listeners belong to the sandboxd template only", image, k, v)
+			}
+		}
+	}
+	var tmpl struct {
+		Spec struct {
+			PodTemplate struct {
+				Spec podSpec `yaml:"spec"`
+			} `yaml:"podTemplate"`
+		} `yaml:"spec"`
+	}
+	readYAML(t, "sandboxd-template.yaml", &tmpl)
+	for _, c := range tmpl.Spec.PodTemplate.Spec.Containers {
+		if !strings.HasPrefix(c.Image, "sandbox-runtime") {
+			t.Errorf("the sandboxd template's image %q is not one of the project's", c.Image)
+			continue
+		}
+		img := imageEnv(t, c.Image)
+		set := map[string]bool{}
+		for _, e := range c.Env {
+			set[e.Name] = e.Value != ""
+		}
+		for _, k := range []string{"SANDBOXD_GRPC_ADDR", "SANDBOXD_REST_ADDR"} {
+			if !set[k] || img[k] != "" {
+				t.Errorf("%s: the template sets it: %v, the image %s: %q; want the template to turn it on", k, set[k], c.Image, img[k])
+			}
+		}
+	}
+}
