@@ -744,3 +744,46 @@ func TestInfoFeature(t *testing.T) {
 		t.Errorf("with SANDBOXD_REST_ADDR the listening line has no sandboxd_rest_addr: %v", on.Listening)
 	}
 }
+
+// TestHealthUptime: /v1/health's uptime_seconds is whole seconds (an
+// integer, as upstream's int64) counted from the daemon's start: never more
+// than the time since the test started it, and it grows with the clock.
+func TestHealthUptime(t *testing.T) {
+	t0 := time.Now()
+	_, u := startOurs(t, "SANDBOXD_REST_ADDR=127.0.0.1:0")
+	uptime := func() int64 {
+		t.Helper()
+		code, body := get(t, u+"/v1/health")
+		dec := json.NewDecoder(strings.NewReader(body))
+		dec.UseNumber()
+		var h struct {
+			Status string      `json:"status"`
+			Uptime json.Number `json:"uptime_seconds"`
+		}
+		if err := dec.Decode(&h); err != nil || code != 200 || h.Status != "ok" {
+			t.Fatalf("/v1/health: %d %s (%v)", code, body, err)
+		}
+		n, err := h.Uptime.Int64()
+		if err != nil || n < 0 {
+			t.Fatalf("uptime_seconds %q is not a whole number of seconds >= 0", h.Uptime)
+		}
+		if max := int64(time.Since(t0).Seconds()); n > max {
+			t.Fatalf("uptime_seconds %d, but the daemon was started %d s ago at most", n, max)
+		}
+		return n
+	}
+	first := uptime()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if n := uptime(); n > first {
+			if time.Since(t0) < time.Second {
+				t.Errorf("uptime_seconds went from %d to %d within %v of the start", first, n, time.Since(t0))
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("uptime_seconds still %d after 10 s", first)
+		}
+		time.Sleep(50 * time.Millisecond) // polling a condition, with a bound
+	}
+}
