@@ -41,7 +41,9 @@ func sdkPython(t *testing.T) string {
 		if err != nil {
 			continue
 		}
-		out, err := exec.Command(path, "-c", "import "+strings.Join(sdkPythonModules, ", ")).CombinedOutput()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		out, err := exec.CommandContext(ctx, path, "-c", "import "+strings.Join(sdkPythonModules, ", ")).CombinedOutput()
+		cancel()
 		if err == nil {
 			return path
 		}
@@ -162,8 +164,10 @@ func sdkSource(t *testing.T) (sdkDir, proto, from string) {
 			ref = sdkGitRef
 		}
 		from = "git " + src + " at " + ref
-		archive := exec.Command("git", "-C", src, "archive", ref, sdkPath, protoPath)
-		tar := exec.Command("tar", "-x", "-C", dst)
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		archive := exec.CommandContext(ctx, "git", "-C", src, "archive", ref, sdkPath, protoPath)
+		tar := exec.CommandContext(ctx, "tar", "-x", "-C", dst)
 		pipe, err := archive.StdoutPipe()
 		if err != nil {
 			t.Fatal(err)
