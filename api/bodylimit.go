@@ -88,6 +88,11 @@ func hasBody(r *http.Request) bool {
 // inspects after the handler to decide whether the connection can be
 // reused). release must be called once the handler has returned.
 func (g *bodyGate) admit(w http.ResponseWriter, r *http.Request) (_ *http.Request, release func(), ok bool) {
+	return g.admitRefusing(w, r, g.refuse)
+}
+
+// admitRefusing is admit writing its 503 with refuse (nil: the v1 body).
+func (g *bodyGate) admitRefusing(w http.ResponseWriter, r *http.Request, refuse func(w http.ResponseWriter, r *http.Request, status int, code, msg string)) (_ *http.Request, release func(), ok bool) {
 	if !hasBody(r) {
 		return r, func() {}, true
 	}
@@ -97,8 +102,8 @@ func (g *bodyGate) admit(w http.ResponseWriter, r *http.Request) (_ *http.Reques
 		w.Header().Set("Retry-After", "1")
 		w.Header().Set("Connection", "close") // the unread body is not drained
 		msg := fmt.Sprintf("%d requests are sending a body (limit %d); retry", g.max, g.max)
-		if g.refuse != nil {
-			g.refuse(w, r, http.StatusServiceUnavailable, "too_busy", msg)
+		if refuse != nil {
+			refuse(w, r, http.StatusServiceUnavailable, "too_busy", msg)
 		} else {
 			writeError(w, http.StatusServiceUnavailable, "too_busy", msg, nil)
 		}

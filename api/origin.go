@@ -136,9 +136,16 @@ const (
 // (403) and a preflight of an allowed one (204), adds the CORS headers for
 // an allowed origin, and returns whether the request goes on.
 func (s *Server) browserGate(w http.ResponseWriter, r *http.Request) bool {
+	return s.browserGateRefusing(w, r, func(w http.ResponseWriter, status int, code, msg string) {
+		writeError(w, status, code, msg, nil)
+	})
+}
+
+// browserGateRefusing is browserGate writing its 403 with refuse.
+func (s *Server) browserGateRefusing(w http.ResponseWriter, r *http.Request, refuse func(w http.ResponseWriter, status int, code, msg string)) bool {
 	switch s.origins.check(r) {
 	case originRefused:
-		writeError(w, http.StatusForbidden, "forbidden", "requests from the browser origin "+fmt.Sprintf("%q", r.Header.Get("Origin"))+" are not allowed (see SANDBOX_ALLOWED_ORIGINS)", nil)
+		refuse(w, http.StatusForbidden, "forbidden", "requests from the browser origin "+fmt.Sprintf("%q", r.Header.Get("Origin"))+" are not allowed (see SANDBOX_ALLOWED_ORIGINS)")
 		return false
 	case originAllowed:
 		h := w.Header()

@@ -19,6 +19,10 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v4"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/sandbox-runtime/sandbox-runtime/sandboxd/processv1"
 )
 
 // The subset of the Kubernetes objects the checks read.
@@ -108,7 +112,7 @@ func daemonFlags(t *testing.T) (bin string, defaults map[string]string) {
 		t.Fatalf("--help: %v", err)
 	}
 	defaults = map[string]string{}
-	re := regexp.MustCompile(`(?m)^      env (SANDBOX_[A-Z0-9_]+); default (.*)$`)
+	re := regexp.MustCompile(`(?m)^      env (SANDBOXD?_[A-Z0-9_]+); default (.*)$`)
 	for _, m := range re.FindAllStringSubmatch(string(out), -1) {
 		defaults[m[1]] = strings.Trim(m[2], `"`)
 	}
@@ -367,7 +371,7 @@ func imageEnv(t *testing.T, image string) map[string]string {
 	return env
 }
 
-func runWithManifestEnv(t *testing.T, bin string, manifestEnv []envVar, readiness, liveness string) {
+func runWithManifestEnv(t *testing.T, bin string, manifestEnv []envVar, readiness, liveness string) (listening map[string]any) {
 	dir := t.TempDir()
 	token := filepath.Join(dir, "token")
 	os.WriteFile(token, []byte("manifest-test-token\n"), 0o600)
@@ -375,7 +379,7 @@ func runWithManifestEnv(t *testing.T, bin string, manifestEnv []envVar, readines
 	os.Mkdir(base, 0o755)
 	var env []string
 	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "SANDBOX_") {
+		if !strings.HasPrefix(kv, "SANDBOX_") && !strings.HasPrefix(kv, "SANDBOXD_") {
 			env = append(env, kv)
 		}
 	}
@@ -388,6 +392,8 @@ func runWithManifestEnv(t *testing.T, bin string, manifestEnv []envVar, readines
 			v = token
 		case "SANDBOX_BASE_DIR":
 			v = base
+		case "SANDBOXD_REST_ADDR", "SANDBOXD_GRPC_ADDR":
+			v = "127.0.0.1:0" // loopback, as in the manifest
 		}
 		env = append(env, e.Name+"="+v)
 	}
@@ -439,6 +445,7 @@ func runWithManifestEnv(t *testing.T, bin string, manifestEnv []envVar, readines
 			}
 			if m["msg"] == "listening" {
 				addr, _ = m["addr"].(string)
+				listening = m
 			}
 		case <-deadline:
 			t.Fatal("no listening line within 30 s")
@@ -467,5 +474,168 @@ func runWithManifestEnv(t *testing.T, bin string, manifestEnv []envVar, readines
 	}
 	if code := get("/v1/info", "manifest-test-token"); code != 200 {
 		t.Errorf("GET /v1/info with the token: %d; want 200", code)
+	}
+	return listening
+}
+
+// TestSandboxdTemplate checks sandboxd-template.yaml, the template of the
+// SDKs' sandboxd mode: sandboxd's REST and gRPC listeners on the pod's
+// loopback at the ports the SDK forwards to (8080, 9090), every variable a setting of the
+// daemon, the token on the main port, and probes the kubelet can pass.
+// The kubelet's httpGet goes to the pod IP, where a loopback listener is
+// not reachable: the probes must be on the main port (declared, public),
+// never on the REST port. Then the real daemon runs with the manifest's
+// environment: both probes answer without a token, sandboxd's /v1/health
+// and /v1/files answer on its loopback listener without one, and so does
+// an Execute on the gRPC listener.
+func TestSandboxdTemplate(t *testing.T) {
+	bin, defaults := daemonFlags(t)
+	var tmpl struct {
+		APIVersion string `yaml:"apiVersion"`
+		Kind       string `yaml:"kind"`
+		Spec       struct {
+			PodTemplate struct {
+				Spec podSpec `yaml:"spec"`
+			} `yaml:"podTemplate"`
+		} `yaml:"spec"`
+	}
+	readYAML(t, "sandboxd-template.yaml", &tmpl)
+	if tmpl.Kind != "SandboxTemplate" || !strings.HasPrefix(tmpl.APIVersion, "extensions.agents.x-k8s.io/") {
+		t.Errorf("sandboxd-template.yaml is %s %s", tmpl.APIVersion, tmpl.Kind)
+	}
+	spec := tmpl.Spec.PodTemplate.Spec
+	if len(spec.Containers) != 1 {
+		t.Fatalf("%d containers; want 1", len(spec.Containers))
+	}
+	c := spec.Containers[0]
+	env := map[string]string{}
+	for _, e := range c.Env {
+		if strings.HasPrefix(e.Name, "SANDBOX_") || strings.HasPrefix(e.Name, "SANDBOXD_") {
+			if _, ok := defaults[e.Name]; !ok {
+				t.Errorf("env %s is not a setting of the daemon", e.Name)
+			}
+		}
+		env[e.Name] = e.Value
+	}
+	for name, want := range map[string]string{"SANDBOXD_REST_ADDR": "8080", "SANDBOXD_GRPC_ADDR": "9090"} {
+		host, port, err := net.SplitHostPort(env[name])
+		if ip := net.ParseIP(host); err != nil || ip == nil || !ip.IsLoopback() || port != want {
+			t.Errorf("%s %q; want a loopback address on %s (the SDK's rest_port and grpc_port are 8080 and 9090)", name, env[name], want)
+		}
+	}
+	if env["SANDBOX_RUNTIME_TOKEN_FILE"] == "" {
+		t.Error("no SANDBOX_RUNTIME_TOKEN_FILE: the main port must require a token")
+	}
+	if env["SANDBOX_BASE_DIR"] == "" || !onEmptyDir(env["SANDBOX_BASE_DIR"], c, spec) {
+		t.Errorf("the base dir %q (sandboxd's root) is on no writable emptyDir", env["SANDBOX_BASE_DIR"])
+	}
+	_, mainPort, err := net.SplitHostPort(env["SANDBOX_RUNTIME_ADDR"])
+	if err != nil {
+		t.Fatalf("SANDBOX_RUNTIME_ADDR %q: %v", env["SANDBOX_RUNTIME_ADDR"], err)
+	}
+	main, _ := strconv.Atoi(mainPort)
+	portOf := func(p any) int {
+		switch v := p.(type) {
+		case int:
+			return v
+		case string:
+			for _, cp := range c.Ports {
+				if cp.Name == v {
+					return cp.ContainerPort
+				}
+			}
+		}
+		return -1
+	}
+	for name, p := range map[string]*probe{"readiness": c.ReadinessProbe, "liveness": c.LivenessProbe} {
+		if p == nil {
+			t.Errorf("no %s probe", name)
+			continue
+		}
+		if got := portOf(p.HTTPGet.Port); got != main {
+			t.Errorf("%s probe on port %v (%d); want the main port %d: the kubelet cannot reach a loopback listener", name, p.HTTPGet.Port, got, main)
+		}
+	}
+	if c.ReadinessProbe == nil || c.ReadinessProbe.HTTPGet.Path != "/v1/health" {
+		t.Errorf("readiness probe %+v; want GET /v1/health (503 while draining)", c.ReadinessProbe)
+	}
+	budget, _ := strconv.ParseFloat(env["SANDBOX_SHUTDOWN_TIMEOUT_SECONDS"], 64)
+	if spec.TerminationGracePeriodSeconds == nil || budget == 0 || float64(*spec.TerminationGracePeriodSeconds) < budget+5 {
+		t.Errorf("terminationGracePeriodSeconds %v; want at least 5 s above the shutdown budget %v s", spec.TerminationGracePeriodSeconds, budget)
+	}
+	if c.LivenessProbe == nil || c.ReadinessProbe == nil {
+		t.FailNow()
+	}
+	listening := runWithManifestEnv(t, bin, c.Env, c.ReadinessProbe.HTTPGet.Path, c.LivenessProbe.HTTPGet.Path)
+	rest, _ := listening["sandboxd_rest_addr"].(string)
+	grpcAddr, _ := listening["sandboxd_grpc_addr"].(string)
+	if rest == "" || grpcAddr == "" {
+		t.Fatalf("the daemon announces not both sandboxd listeners (sandboxd_rest_addr, sandboxd_grpc_addr): %v", listening)
+	}
+	// The SDK's commands.run: Execute of /bin/sh -c, no token, plaintext.
+	conn, err := grpc.NewClient(grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := processv1.NewProcessServiceClient(conn).Execute(ctx, &processv1.ExecuteRequest{Config: &processv1.ProcessConfig{Command: []string{"/bin/sh", "-c", "echo hi"}}})
+	if err != nil || string(res.GetStdout()) != "hi\n" || res.GetExitCode() != 0 {
+		t.Errorf("Execute of echo hi on the sandboxd gRPC listener without a token: %v, %q exit %d; want hi, exit 0 (loopback)", err, res.GetStdout(), res.GetExitCode())
+	}
+	for _, p := range []string{"/v1/health", "/v1/files/"} {
+		resp, err := (&http.Client{Timeout: 10 * time.Second}).Get("http://" + rest + p)
+		if err != nil {
+			t.Fatalf("GET %s on the sandboxd listener: %v", p, err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Errorf("GET %s on the sandboxd listener without a token: %d; want 200 (loopback)", p, resp.StatusCode)
+		}
+	}
+}
+
+// TestImagesLeaveSandboxdOff: the project's images (runtime, python, codex)
+// set neither SANDBOXD_GRPC_ADDR nor SANDBOXD_REST_ADDR, and the sandboxd
+// template sets both on an image of the project that does not: sandboxd's
+// listeners are on only where a template asks for them (docs/images.md,
+// "sandboxd's protocol"). On in an image, they would take the pod's
+// loopback 8080 and 9090 from the agent's own servers in every pod made
+// from it, and hand any container sharing the pod's network a way to run
+// commands without the token.
+func TestImagesLeaveSandboxdOff(t *testing.T) {
+	for _, image := range []string{"sandbox-runtime:latest", "sandbox-runtime-python:latest", "sandbox-runtime-codex:latest"} {
+		env := imageEnv(t, strings.Replace(image, "sandbox-runtime:", "sandbox-runtime-runtime:", 1))
+		for k, v := range env {
+			if strings.HasPrefix(k, "SANDBOXD_") {
+				t.Errorf("image %s sets %s=%s; sandboxd's listeners belong to the sandboxd template only", image, k, v)
+			}
+		}
+	}
+	var tmpl struct {
+		Spec struct {
+			PodTemplate struct {
+				Spec podSpec `yaml:"spec"`
+			} `yaml:"podTemplate"`
+		} `yaml:"spec"`
+	}
+	readYAML(t, "sandboxd-template.yaml", &tmpl)
+	for _, c := range tmpl.Spec.PodTemplate.Spec.Containers {
+		if !strings.HasPrefix(c.Image, "sandbox-runtime") {
+			t.Errorf("the sandboxd template's image %q is not one of the project's", c.Image)
+			continue
+		}
+		img := imageEnv(t, c.Image)
+		set := map[string]bool{}
+		for _, e := range c.Env {
+			set[e.Name] = e.Value != ""
+		}
+		for _, k := range []string{"SANDBOXD_GRPC_ADDR", "SANDBOXD_REST_ADDR"} {
+			if !set[k] || img[k] != "" {
+				t.Errorf("%s: the template sets it: %v, the image %s: %q; want the template to turn it on", k, set[k], c.Image, img[k])
+			}
+		}
 	}
 }

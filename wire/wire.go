@@ -85,6 +85,7 @@ const (
 	FeatureIdempotentCreate = "idempotent_create"
 	FeaturePTY              = "pty"
 	FeatureSandboxdGRPC     = "sandboxd_grpc" // only when sandboxd's gRPC ProcessService is served (SANDBOXD_GRPC_ADDR)
+	FeatureSandboxdREST     = "sandboxd_rest" // only when sandboxd's REST listener is on (SANDBOXD_REST_ADDR)
 )
 
 // CreateRequest is the body of POST /v1/commands. Exactly one of Argv and

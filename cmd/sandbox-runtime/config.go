@@ -40,6 +40,7 @@ type config struct {
 	HeartbeatInterval time.Duration
 	AllowedOrigins    string // comma-separated, canonical (api.ParseAllowedOrigins)
 	SandboxdGRPCAddr  string // "": sandboxd's ProcessService is not served
+	SandboxdRESTAddr  string // sandboxd's REST listener; "" off
 	LogLevel          string
 	LogFormat         string // "console", "json", or "" (console on a terminal, else JSON)
 	ShowVersion       bool
@@ -50,6 +51,8 @@ type config struct {
 	listener net.Listener
 	// grpcListener is the same for SandboxdGRPCAddr.
 	grpcListener net.Listener
+	// restListener is the same for SandboxdRESTAddr.
+	restListener net.Listener
 }
 
 // setting is one configurable value: its flag, its variable and its default.
@@ -124,6 +127,7 @@ func (c *config) settings() []setting {
 		{"heartbeat-seconds", "SANDBOX_HEARTBEAT_SECONDS", "10", "`seconds` of silence after which a stream sends a heartbeat (WebSocket: the ping period)", secondsSetting(&c.HeartbeatInterval, false)},
 		{"allowed-origins", "SANDBOX_ALLOWED_ORIGINS", "", "comma-separated browser `origins` (http(s)://host[:port], or *) allowed besides the daemon's own host; any other Origin is refused with 403", originsSetting(&c.AllowedOrigins)},
 		{"sandboxd-grpc-addr", "SANDBOXD_GRPC_ADDR", "", "listen `address` (host:port) of sandboxd's gRPC ProcessService (upstream's port is 9090); empty: not served. On a loopback address no token is asked; on any other every call needs the token of --token-file (metadata authorization: Bearer <token>), and without a token file the daemon refuses to start", stringSetting(&c.SandboxdGRPCAddr)},
+		{"sandboxd-rest-addr", "SANDBOXD_REST_ADDR", "", "listen `address` (host:port) of sandboxd's REST API (/v1/files, /v1/health, /v1/metadata: docs/sandboxd-rest.md), off when empty; the sandboxd template sets 127.0.0.1:8080. On a loopback address it needs no token (sandboxd's SDK sends none); on any other every request needs the token, and without a token file the daemon does not start", stringSetting(&c.SandboxdRESTAddr)},
 		{"log-level", "SANDBOX_LOG_LEVEL", "info", "`level`: debug, info, warn or error", stringSetting(&c.LogLevel)},
 		{"log-format", "SANDBOX_LOG_FORMAT", "", "`format` of the log on stderr: console or json", stringSetting(&c.LogFormat)},
 	}
@@ -137,6 +141,7 @@ var shownDefaults = map[string]string{
 	"log-format": "console when stderr is a terminal, json otherwise",
 
 	"sandboxd-grpc-addr": "none: not served",
+	"sandboxd-rest-addr": "none: off",
 }
 
 // valueName returns the type name --help shows for s and its usage without
@@ -252,6 +257,11 @@ func loadConfig(args []string, getenv func(string) string, stdout io.Writer) (*c
 			errs = append(errs, err)
 		}
 	}
+	if c.SandboxdRESTAddr != "" {
+		if err := checkSandboxdAddr("SANDBOXD_REST_ADDR", c.SandboxdRESTAddr, c.TokenFile); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if c.TokenFile != "" {
 		if err := checkTokenFile(c.TokenFile); err != nil {
 			errs = append(errs, err)
@@ -284,7 +294,7 @@ func checkSandboxdAddr(env, addr, tokenFile string) error {
 		return fmt.Errorf("%s %q: port %q is not a number from 0 to 65535", env, addr, port)
 	}
 	if !loopbackHost(host) && tokenFile == "" {
-		return fmt.Errorf("%s %q is not a loopback address, and there every call must carry the daemon's token: set SANDBOX_RUNTIME_TOKEN_FILE (--token-file), or listen on 127.0.0.1", env, addr)
+		return fmt.Errorf("%s %q is not a loopback address: there every request needs the daemon's token, and no token file is set (--token-file / SANDBOX_RUNTIME_TOKEN_FILE); listen on 127.0.0.1 or set a token file", env, addr)
 	}
 	return nil
 }

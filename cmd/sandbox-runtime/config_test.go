@@ -12,6 +12,7 @@ import (
 	"go/token"
 	"go/types"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -98,6 +99,7 @@ func TestLoadConfigPrecedence(t *testing.T) {
 		"SANDBOX_ALLOWED_ORIGINS":            "HTTPS://UI.example:443/, http://127.0.0.1:3000",
 		"SANDBOX_LOG_FORMAT":                 "console",
 		"SANDBOXD_GRPC_ADDR":                 "0.0.0.0:9090", // beyond loopback: allowed, since a token file is set
+		"SANDBOXD_REST_ADDR":                 "0.0.0.0:8080", // the same
 	}
 	// Environment only.
 	c, err := loadConfig(nil, envMap(env), &bytes.Buffer{})
@@ -110,7 +112,7 @@ func TestLoadConfigPrecedence(t *testing.T) {
 		ResultTTL: 1500 * time.Millisecond, DefaultTimeout: 7 * time.Second, MaxTimeout: 8 * time.Second,
 		KillGrace: 0, ShutdownTimeout: 9 * time.Second, HeartbeatInterval: 250 * time.Millisecond,
 		LogLevel: "warn", LogFormat: "console", AllowedOrigins: "https://ui.example,http://127.0.0.1:3000",
-		SandboxdGRPCAddr: "0.0.0.0:9090",
+		SandboxdGRPCAddr: "0.0.0.0:9090", SandboxdRESTAddr: "0.0.0.0:8080",
 	}
 	if *c != want {
 		t.Errorf("from the environment:\n got %+v\nwant %+v", *c, want)
@@ -124,6 +126,7 @@ func TestLoadConfigPrecedence(t *testing.T) {
 		"--result-ttl-seconds=2", "--default-timeout-seconds=0.5", "--exec-timeout-seconds=10",
 		"--kill-grace-seconds=1", "--shutdown-timeout-seconds=3", "--heartbeat-seconds=4",
 		"--log-level=debug", "--log-format=json", "--allowed-origins=*", "--sandboxd-grpc-addr=127.0.0.1:9091",
+		"--sandboxd-rest-addr=127.0.0.1:8081",
 	}
 	c, err = loadConfig(args, envMap(env), &bytes.Buffer{})
 	if err != nil {
@@ -135,6 +138,7 @@ func TestLoadConfigPrecedence(t *testing.T) {
 		ResultTTL: 2 * time.Second, DefaultTimeout: 500 * time.Millisecond, MaxTimeout: 10 * time.Second,
 		KillGrace: time.Second, ShutdownTimeout: 3 * time.Second, HeartbeatInterval: 4 * time.Second,
 		LogLevel: "debug", LogFormat: "json", AllowedOrigins: "*", SandboxdGRPCAddr: "127.0.0.1:9091",
+		SandboxdRESTAddr: "127.0.0.1:8081",
 	}
 	if *c != want {
 		t.Errorf("flags over the environment:\n got %+v\nwant %+v", *c, want)
@@ -226,6 +230,12 @@ func TestLoadConfigRefusals(t *testing.T) {
 		{"positional argument", []string{"serve"}, nil, "unexpected arguments"},
 		{"origin with a path", nil, map[string]string{"SANDBOX_ALLOWED_ORIGINS": "https://ui.example/app"}, `SANDBOX_ALLOWED_ORIGINS: origin "https://ui.example/app" is not of the form`},
 		{"origin without a scheme", []string{"--allowed-origins=ui.example"}, nil, "--allowed-origins"},
+		{"sandboxd REST on every interface without a token", nil, map[string]string{"SANDBOXD_REST_ADDR": "0.0.0.0:8080"},
+			`SANDBOXD_REST_ADDR "0.0.0.0:8080" is not a loopback address: there every request needs the daemon's token, and no token file is set (--token-file / SANDBOX_RUNTIME_TOKEN_FILE)`},
+		{"sandboxd REST with no host without a token", []string{"--sandboxd-rest-addr=:8080"}, nil, "is not a loopback address"},
+		{"sandboxd REST on a name without a token", nil, map[string]string{"SANDBOXD_REST_ADDR": "pod.example:8080"}, "is not a loopback address"},
+		{"sandboxd REST without a port", nil, map[string]string{"SANDBOXD_REST_ADDR": "127.0.0.1"}, `SANDBOXD_REST_ADDR "127.0.0.1" is not host:port`},
+		{"sandboxd REST port out of range", nil, map[string]string{"SANDBOXD_REST_ADDR": "127.0.0.1:70000"}, "not a number from 0 to 65535"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -238,6 +248,33 @@ func TestLoadConfigRefusals(t *testing.T) {
 				t.Errorf("error %v, want one mentioning %q", err, c.want)
 			}
 		})
+	}
+}
+
+// TestSandboxdRESTAddrAccepted: a loopback address needs no token; any
+// other address is accepted with a token file.
+func TestSandboxdRESTAddrAccepted(t *testing.T) {
+	base := t.TempDir()
+	tok := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(tok, []byte("t0ken\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []map[string]string{
+		{"SANDBOXD_REST_ADDR": "127.0.0.1:8080"},
+		{"SANDBOXD_REST_ADDR": "127.1.2.3:0"},
+		{"SANDBOXD_REST_ADDR": "[::1]:8080"},
+		{"SANDBOXD_REST_ADDR": "localhost:8080"},
+		{"SANDBOXD_REST_ADDR": "0.0.0.0:8080", "SANDBOX_RUNTIME_TOKEN_FILE": tok},
+		{"SANDBOXD_REST_ADDR": ":8080", "SANDBOX_RUNTIME_TOKEN_FILE": tok},
+	} {
+		c["SANDBOX_BASE_DIR"] = base
+		cfg, err := loadConfig(nil, envMap(c), &bytes.Buffer{})
+		if err != nil || cfg.SandboxdRESTAddr != c["SANDBOXD_REST_ADDR"] {
+			t.Errorf("%v: %v %+v", c, err, cfg)
+		}
+	}
+	if cfg, err := loadConfig(nil, envMap(map[string]string{"SANDBOX_BASE_DIR": base}), &bytes.Buffer{}); err != nil || cfg.SandboxdRESTAddr != "" {
+		t.Errorf("the default: %v %q; want off", err, cfg.SandboxdRESTAddr)
 	}
 }
 

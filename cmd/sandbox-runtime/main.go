@@ -26,6 +26,7 @@
 //	--heartbeat-seconds           SANDBOX_HEARTBEAT_SECONDS           10
 //	--allowed-origins             SANDBOX_ALLOWED_ORIGINS             none (only the daemon's own host)
 //	--sandboxd-grpc-addr          SANDBOXD_GRPC_ADDR                  none (sandboxd's gRPC not served)
+//	--sandboxd-rest-addr          SANDBOXD_REST_ADDR                  none (off)
 //	--log-level                   SANDBOX_LOG_LEVEL                   info
 //	--log-format                  SANDBOX_LOG_FORMAT                  console on a terminal, else json
 //
@@ -71,6 +72,7 @@ import (
 	"github.com/sandbox-runtime/sandbox-runtime/procgroup"
 	"github.com/sandbox-runtime/sandbox-runtime/runtime"
 	sandboxdprocess "github.com/sandbox-runtime/sandbox-runtime/sandboxd/process"
+	"github.com/sandbox-runtime/sandbox-runtime/sandboxd/rest"
 	"github.com/sandbox-runtime/sandbox-runtime/wire"
 )
 
@@ -107,6 +109,11 @@ func main() {
 	if cfg.SandboxdGRPCAddr != "" {
 		if cfg.grpcListener, err = net.Listen("tcp", cfg.SandboxdGRPCAddr); err != nil {
 			startupFailed(fmt.Errorf("listen address %s (SANDBOXD_GRPC_ADDR): %w", cfg.SandboxdGRPCAddr, errors.Unwrap(err)))
+		}
+	}
+	if cfg.SandboxdRESTAddr != "" {
+		if cfg.restListener, err = net.Listen("tcp", cfg.SandboxdRESTAddr); err != nil {
+			startupFailed(fmt.Errorf("listen address %s (SANDBOXD_REST_ADDR): %w", cfg.SandboxdRESTAddr, errors.Unwrap(err)))
 		}
 	}
 	log, err := newLogger(cfg.LogLevel, logFormat(cfg.LogFormat, os.Stderr), os.Stderr)
@@ -224,6 +231,9 @@ func run(ctx context.Context, stopSignals func(), cfg *config, log *zap.Logger, 
 		gsrv = sandboxdprocess.New(m, gopts)
 		features = append(features, wire.FeatureSandboxdGRPC)
 	}
+	if cfg.SandboxdRESTAddr != "" {
+		features = append(features, rest.Feature)
+	}
 	srv := api.New(m, api.Options{
 		Version:           version,
 		BaseDir:           cfg.BaseDir,
@@ -259,18 +269,31 @@ func run(ctx context.Context, stopSignals func(), cfg *config, log *zap.Logger, 
 	if gln != nil {
 		grpcAddr = gln.Addr().String()
 	}
-	log.Info("listening",
+	rs, rhs, err := sandboxdREST(cfg, srv, started, log)
+	if err != nil {
+		ln.Close()
+		return &startError{err}
+	}
+	restAddr := ""
+	if rhs != nil {
+		restAddr = cfg.restListener.Addr().String()
+	}
+	// Both sandboxd addresses are always in the listening line ("" when
+	// off): tests and tools read the ports bound to :0 from it.
+	fields := []zap.Field{
 		zap.String("addr", ln.Addr().String()),
 		zap.String("sandboxd_grpc_addr", grpcAddr),
 		zap.String("version", version),
 		zap.String("base_dir", cfg.BaseDir),
 		zap.Int("pid", os.Getpid()),
-		zap.Bool("auth", cfg.TokenFile != ""))
+		zap.Bool("auth", cfg.TokenFile != ""),
+		zap.String("sandboxd_rest_addr", restAddr)}
+	log.Info("listening", fields...)
 	warnIfExposed(log, ln.Addr(), cfg.TokenFile)
 	if ready != nil {
 		ready <- ln.Addr()
 	}
-	serveErr := make(chan error, 2)
+	serveErr := make(chan error, 3) // one per server: none blocks once run returns
 	go func() { serveErr <- hs.Serve(ln) }()
 	if gsrv != nil {
 		log.Info("serving sandboxd's gRPC ProcessService", zap.String("addr", grpcAddr), zap.Bool("auth", tokenAsked(gln)))
@@ -279,6 +302,9 @@ func run(ctx context.Context, stopSignals func(), cfg *config, log *zap.Logger, 
 				serveErr <- fmt.Errorf("sandboxd gRPC: %w", err)
 			}
 		}()
+	}
+	if rhs != nil {
+		go func() { serveErr <- rhs.Serve(cfg.restListener) }()
 	}
 	cleaned := make(chan struct{})
 	stopClean := make(chan struct{})
@@ -301,12 +327,27 @@ func run(ctx context.Context, stopSignals func(), cfg *config, log *zap.Logger, 
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
 	defer cancel()
 	srv.SetDraining()
+	if rs != nil {
+		rs.SetDraining()
+	}
 	// End commands first, keeping a little of the budget for the HTTP side:
 	// their streams then finish with the exit event.
 	mctx, mcancel := context.WithTimeout(sctx, cfg.ShutdownTimeout*4/5)
 	merr := m.Shutdown(mctx)
 	mcancel()
 	srv.EndStreams()
+	rdone := make(chan error, 1)
+	go func() {
+		if rhs == nil {
+			rdone <- nil
+			return
+		}
+		err := rhs.Shutdown(sctx)
+		if err != nil {
+			rhs.Close()
+		}
+		rdone <- err
+	}()
 	var gerr error
 	if gsrv != nil {
 		gerr = gsrv.Shutdown(sctx) // every Start stream has sent its ExitEvent by now
@@ -315,6 +356,7 @@ func run(ctx context.Context, stopSignals func(), cfg *config, log *zap.Logger, 
 	if herr != nil {
 		hs.Close()
 	}
+	herr = errors.Join(herr, <-rdone)
 	// A command that outlived the budget (say, a process stuck in the
 	// kernel) is logged; the shutdown itself still succeeded: exit 0.
 	log.Info("stopped", zap.Duration("took", time.Since(start)), zap.NamedError("commands", merr), zap.NamedError("http", herr), zap.NamedError("grpc", gerr))
@@ -350,6 +392,43 @@ func cachedToken(path string) func() ([]byte, error) {
 		}
 		return tok, nil
 	}
+}
+
+// sandboxdREST makes sandboxd's REST server and its http.Server when
+// cfg enables it (nil, nil otherwise), on cfg.restListener (bound here
+// when main did not). It is rooted at the base dir, behind the api
+// server's bounds (api.Server.Guard; its connections count against the
+// same cap); on an address that is not loopback every request needs the
+// token (the auth rule of docs/sandboxd-rest.md).
+func sandboxdREST(cfg *config, srv *api.Server, started time.Time, log *zap.Logger) (*rest.Server, *http.Server, error) {
+	if cfg.SandboxdRESTAddr == "" {
+		return nil, nil, nil
+	}
+	if cfg.restListener == nil {
+		ln, err := net.Listen("tcp", cfg.SandboxdRESTAddr)
+		if err != nil {
+			return nil, nil, fmt.Errorf("listen address %s (SANDBOXD_REST_ADDR): %w", cfg.SandboxdRESTAddr, err)
+		}
+		cfg.restListener = ln
+	}
+	tcp, _ := cfg.restListener.Addr().(*net.TCPAddr)
+	requireToken := tcp == nil || !tcp.IP.IsLoopback()
+	if requireToken && cfg.TokenFile == "" {
+		cfg.restListener.Close()
+		return nil, nil, fmt.Errorf("SANDBOXD_REST_ADDR %s is not a loopback address: there every request needs the daemon's token, and no token file is set (SANDBOX_RUNTIME_TOKEN_FILE)", cfg.restListener.Addr())
+	}
+	rs := rest.New(rest.Options{BaseDir: cfg.BaseDir, Started: started, Environ: os.Environ(), IsSecret: srv.IsToken, Logger: log})
+	rhs := &http.Server{
+		Handler:           srv.Guard(rs.Handler(), api.GuardOptions{Name: "sandboxd-rest", RequireToken: requireToken, Refuse: rest.Refuse}),
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          zap.NewStdLog(log.Named("sandboxd-rest")),
+		BaseContext:       func(net.Listener) context.Context { return context.Background() },
+		ConnState:         srv.ConnState, // one connection cap for both listeners
+	}
+	log.Info("sandboxd REST", zap.String("addr", cfg.restListener.Addr().String()), zap.Bool("token_required", requireToken))
+	return rs, rhs, nil
 }
 
 // warnIfExposed logs a warning when the daemon listens beyond loopback

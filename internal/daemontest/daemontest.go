@@ -90,13 +90,13 @@ func Build(ctx context.Context, o BuildOptions) (string, error) {
 	return out, nil
 }
 
-// CleanEnv is the environment of this process without any SANDBOX_
-// variable, so that the developer's shell cannot change what a daemon
-// started here does.
+// CleanEnv is the environment of this process without any SANDBOX_ or
+// SANDBOXD_ variable, so that the developer's shell cannot change what a
+// daemon started here does.
 func CleanEnv() []string {
 	var env []string
 	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "SANDBOX_") {
+		if !strings.HasPrefix(kv, "SANDBOX_") && !strings.HasPrefix(kv, "SANDBOXD_") {
 			env = append(env, kv)
 		}
 	}

@@ -42,6 +42,7 @@ var layer = map[string]int{
 	"legacy":             3,
 	// sandboxd's gRPC ProcessService: a transport beside api and legacy.
 	"sandboxd/process": 3,
+	"sandboxd/rest":    3, // sandboxd's REST API on a listener of its own
 }
 
 // processLayer is what only runtime may import: the transports reach
@@ -62,7 +63,7 @@ var transportMay = map[string][]string{
 }
 
 // transports are the packages that must not skip the runtime layer.
-var transports = []string{"api", "legacy", "metrics", "sandboxd/process"}
+var transports = []string{"api", "legacy", "metrics", "sandboxd/process", "sandboxd/rest"}
 
 // leaves import no project package but the ones listed.
 var leaves = map[string][]string{
