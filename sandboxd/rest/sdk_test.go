@@ -4,11 +4,9 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
-	goruntime "runtime"
 	"slices"
 	"strings"
 	"syscall"
@@ -61,89 +59,27 @@ func lastLine(s string) string {
 	return s
 }
 
-// sdkPin is sandboxd/testdata/sdk-source.txt: the Go module whose zip
-// carries upstream's Python SDK, its version and its go.sum hash.
-type sdkPin struct{ module, version, sum string }
-
-func readSDKPin(t *testing.T) sdkPin {
-	t.Helper()
-	const file = "../testdata/sdk-source.txt"
-	data, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var p sdkPin
-	for i, line := range strings.Split(string(data), "\n") {
-		line = strings.TrimSpace(line)
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		k, v, _ := strings.Cut(line, " ")
-		switch v = strings.TrimSpace(v); k {
-		case "module":
-			p.module = v
-		case "version":
-			p.version = v
-		case "sum":
-			p.sum = v
-		default:
-			t.Fatalf("%s:%d: unknown key %q (want module, version, sum)", file, i+1, k)
-		}
-	}
-	if p.module == "" || p.version == "" || !strings.HasPrefix(p.sum, "h1:") {
-		t.Fatalf("%s: want module, version and an h1: sum; got %+v", file, p)
-	}
-	return p
-}
-
-// goTool is the go command of the toolchain running this test.
-func goTool() string {
-	if p, err := exec.LookPath("go"); err == nil {
-		return p
-	}
-	return filepath.Join(goruntime.GOROOT(), "bin", "go")
-}
-
 // sdkSource copies upstream's Python SDK (sdkPath) and its process.proto
 // (protoPath) into the test's temporary directory, so that the harness may
 // regenerate the SDK's stubs in the copy; nothing of upstream is kept in
 // this repository. It returns both paths and where they came from.
 //
-// By default the source is the Go module pinned in
-// sandboxd/testdata/sdk-source.txt, fetched with `go mod download -json`
-// (the Go module proxy, verified against the checksum database as for any
-// module) into the module cache; a download whose hash is not the pinned one
-// fails the test. SANDBOXD_SDK_SOURCE overrides it: a directory holding
-// upstream's tree, or a git repository of it (a bare mirror or a clone), of
-// which SANDBOXD_SDK_REF (default sdkGitRef) is taken.
+// The source is upstream's repository, which this repository never holds
+// and CI cannot reach (the registries it reaches are for their own kinds of
+// package, not for another project's source): SANDBOXD_SDK_SOURCE names a
+// directory holding upstream's tree, or a git repository of it (a bare
+// mirror or a clone), of which SANDBOXD_SDK_REF (default sdkGitRef) is
+// taken. .ci/run sets it to the mirror a session keeps, when the machine
+// has one. Without it the test skips, naming that precondition.
 func sdkSource(t *testing.T) (sdkDir, proto, from string) {
 	t.Helper()
 	dst := t.TempDir()
 	src := os.Getenv("SANDBOXD_SDK_SOURCE")
 	switch {
 	case src == "":
-		pin := readSDKPin(t)
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, goTool(), "mod", "download", "-json", pin.module+"@"+pin.version)
-		cmd.Dir = t.TempDir() // outside any module: nothing here is changed
-		cmd.Env = envWith(os.Environ(), "GOWORK=off", "GOFLAGS=")
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		out, err := cmd.Output()
-		var dl struct{ Dir, Sum, Error string }
-		if jerr := json.Unmarshal(out, &dl); err != nil || jerr != nil || dl.Error != "" {
-			t.Fatalf("go mod download -json %s@%s (upstream's Python SDK; SANDBOXD_SDK_SOURCE may name a local copy instead): %v %s %s %s", pin.module, pin.version, err, dl.Error, out, stderr.String())
-		}
-		if dl.Sum != pin.sum {
-			t.Fatalf("%s@%s has the hash %s; sandboxd/testdata/sdk-source.txt pins %s", pin.module, pin.version, dl.Sum, pin.sum)
-		}
-		src, from = dl.Dir, pin.module+"@"+pin.version+" ("+dl.Sum+")"
-		fallthrough
+		t.Skip("needs upstream's source (kubernetes-sigs/agent-sandbox at " + sdkGitRef[:8] + "): set SANDBOXD_SDK_SOURCE to a git mirror or a tree of it")
 	case isDir(filepath.Join(src, sdkPath)):
-		if from == "" {
-			from = "the tree " + src
-		}
+		from = "the tree " + src
 		// os.CopyFS makes the copy writable (the module cache is read-only).
 		if err := os.CopyFS(filepath.Join(dst, sdkPath), os.DirFS(filepath.Join(src, sdkPath))); err != nil {
 			t.Fatalf("copying the SDK from %s: %v", src, err)
@@ -213,9 +149,8 @@ const sdkCalls = 19
 // and otherwise unmodified, against the real binary with both sandboxd
 // listeners on (sandboxd/testdata/sdk_harness.py says what the harness
 // adapts around it: the kubectl port-forward step, and, only where they do
-// not load, the generated stubs, and pydantic 1). The SDK is the one pinned
-// in sandboxd/testdata/sdk-source.txt unless SANDBOXD_SDK_SOURCE names
-// another copy. Every call (files.*, commands.run) must succeed; the names
+// not load, the generated stubs, and pydantic 1). The SDK is upstream's tree
+// named by SANDBOXD_SDK_SOURCE. Every call (files.*, commands.run) must succeed; the names
 // and the count are logged.
 func TestUpstreamPythonSDK(t *testing.T) {
 	if os.Getenv("SANDBOXD_REST_BLACKBOX_URL") != "" {
