@@ -168,6 +168,21 @@ func TestContextOSLevelOutput(t *testing.T) {
 	if i, j := strings.Index(strings.Join(order, ","), "stdout"), strings.Index(strings.Join(order, ","), "result"); i < 0 || j < i {
 		t.Errorf("event order %v: stdout must come before result", order)
 	}
+	// A large output: the pipe still holds its last part when the result
+	// event arrives; that part must come before the result all the same.
+	for i := range 20 {
+		evs, _ = run(t, c, "import sys\nfor _ in range(50): sys.stdout.write('x' * 9999 + '\\n')\nos.system('echo tail')\n'last'", 0)
+		var out strings.Builder
+		for _, e := range evs {
+			if e.Type == wire.CtxEventResult {
+				break
+			}
+			out.WriteString(e.Text)
+		}
+		if out.Len() != 50*10000+5 || !strings.HasSuffix(out.String(), "tail\n") {
+			t.Fatalf("round %d: %d bytes of stdout before the result, want %d", i, out.Len(), 50*10000+5)
+		}
+	}
 }
 
 func TestContextPrintBeforeEnd(t *testing.T) {
@@ -546,7 +561,6 @@ func children(t testing.TB) []int {
 	}
 	return out
 }
-
 
 func TestContextCyclesLeaveNothing(t *testing.T) {
 	n := 200
