@@ -997,3 +997,18 @@ func (e *StateLostError) Error() string {
 
 // Unwrap returns ErrStateLost.
 func (e *StateLostError) Unwrap() error { return ErrStateLost }
+
+// Executions lists the statuses of the retained executions, oldest first.
+func (c *CodeContext) Executions() []wire.Execution {
+	c.mu.Lock()
+	xs := make([]*Execution, 0, len(c.execOrder))
+	for _, n := range c.execOrder {
+		xs = append(xs, &Execution{c: c, e: c.execs[n]})
+	}
+	c.mu.Unlock()
+	out := make([]wire.Execution, 0, len(xs))
+	for _, x := range xs {
+		out = append(out, x.Status())
+	}
+	return out
+}
