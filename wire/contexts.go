@@ -125,3 +125,6 @@ type ContextEvent struct {
 	// stream_end, heartbeat: where to resume
 	NextCursor *int64 `json:"next_cursor,omitempty"`
 }
+
+// FeatureContexts is the /v1/info feature of code contexts (/v1/contexts).
+const FeatureContexts = "contexts"
