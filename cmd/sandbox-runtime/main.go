@@ -26,6 +26,10 @@
 //	--heartbeat-seconds           SANDBOX_HEARTBEAT_SECONDS           10
 //	--allowed-origins             SANDBOX_ALLOWED_ORIGINS             none (only the daemon's own host)
 //	--sandboxd-grpc-addr          SANDBOXD_GRPC_ADDR                  none (sandboxd's gRPC not served)
+//	--max-contexts                SANDBOX_MAX_CONTEXTS                8
+//	--context-idle-seconds        SANDBOX_CONTEXT_IDLE_SECONDS        900
+//	--context-memory-bytes        SANDBOX_CONTEXT_MEMORY_BYTES        4294967296
+//	--python                      SANDBOX_PYTHON                      python3 on the commands' PATH
 //	--log-level                   SANDBOX_LOG_LEVEL                   info
 //	--log-format                  SANDBOX_LOG_FORMAT                  console on a terminal, else json
 //
