@@ -233,7 +233,7 @@ say "dockerd $(docker version --format '{{.Server.Version}}') up (pid $dockerd_p
 # ---- 3. the local bases and the Codex CLI, in the background -----------------
 export CACHE_DIR=${CACHE_DIR:-/var/cache/sandbox-runtime-ci}
 CODEX_VERSION=${CODEX_VERSION:-0.169.0}
-python_include=python3,python3-pip,python3-venv,python3-pandas,python3-sklearn
+python_include=python3,python3-pip,python3-venv,python3-pandas,python3-sklearn,python3-matplotlib
 codex_include=nodejs,git,ca-certificates,procps
 # shellcheck disable=SC2016 # expanded by the inner shell / by jq
 background base 'INCLUDE=$2 docker/local-base.sh local/python:bookworm && echo $SECONDS >"$1"' _ "$T/base.secs" "$python_include"
