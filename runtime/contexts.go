@@ -19,7 +19,6 @@ import (
 	"syscall"
 	"time"
 	"unicode/utf8"
-	"unsafe"
 
 	"github.com/google/uuid"
 	"go.uber.org/zap"
@@ -74,9 +73,9 @@ const (
 	// contextKillWait bounds the wait for a killed interpreter to be reaped
 	// (delete, restart).
 	contextKillWait = 5 * time.Second
-	// contextFenceWait bounds how long an event waits for the output the
-	// code wrote before it to be read from the pipes.
-	contextFenceWait = time.Second
+	// contextFenceReads bounds the reads of a pipe before an event (32 KiB
+	// each): what the code wrote before the event, at most 2 MiB.
+	contextFenceReads = 64
 )
 
 // ContextInterruptGrace is how long a timed-out execution has to return
@@ -126,8 +125,7 @@ type CodeContext struct {
 	place func() // its ClassContext place
 
 	mu        sync.Mutex
-	cond      *sync.Cond // signalled when the pipes' read counters move
-	in        *interp    // the live interpreter; nil when state_lost or deleted
+	in        *interp // the live interpreter; nil when state_lost or deleted
 	state     string
 	lost      *wire.StateLost
 	cur       *execution
@@ -144,14 +142,15 @@ type CodeContext struct {
 
 // interp is one interpreter process of a context.
 type interp struct {
-	proc     *procgroup.Process
-	req      *os.File // our end of its fd 3
-	ev       *os.File // our end of its fd 4
-	consumed [2]int64 // bytes read from stdout, stderr (under the context's mu)
-	eof      [2]bool
-	done     chan struct{} // closed once reaped and every reader has ended
-	killWhy  string        // set before a deliberate kill: the state_lost reason
-	version  string
+	proc    *procgroup.Process
+	req     *os.File      // our end of its fd 3
+	ev      *os.File      // our end of its fd 4
+	eof     [2]bool       // stdout, stderr at their end (under the context's mu)
+	buf     [2][]byte     // their read buffers
+	carry   [2][]byte     // an incomplete UTF-8 sequence at the end of the last read
+	done    chan struct{} // closed once reaped and every reader has ended
+	killWhy string        // set before a deliberate kill: the state_lost reason
+	version string
 }
 
 // execution is one execution of code in a context.
@@ -238,7 +237,6 @@ func (cs *Contexts) Create(r ContextRequest) (wire.Context, bool, error) {
 		state: wire.ContextReady, execs: map[int]*execution{}, byClient: map[string]*execution{},
 		nextN: 1, created: now, lastUsed: now,
 	}
-	c.cond = sync.NewCond(&c.mu)
 	cs.ctxs[id] = c
 	cs.order = append(cs.order, c)
 	c.mu.Lock() // held across the start: a re-post waits in Status
@@ -385,37 +383,71 @@ func readFrame(r io.Reader) ([]byte, error) {
 }
 
 // readPipe reads the code's stdout (i 0) or stderr (1) into the running
-// execution. Bytes read while no execution runs (a background process of an
-// earlier one) are dropped. A UTF-8 sequence split between two reads is
-// kept for the next.
+// execution. Every read of the pipe happens with the context's mu held
+// (drainLocked, from the poller's callback or from fenceLocked), so that
+// what the pipe held when an event arrived is read before the event is
+// added. Bytes read while no execution runs (a background process of an
+// earlier one) are dropped.
 func (c *CodeContext) readPipe(in *interp, i int, f *os.File) {
-	typ := [2]string{wire.CtxEventStdout, wire.CtxEventStderr}[i]
-	buf := make([]byte, 32<<10)
-	var carry []byte
+	defer f.Close()
+	rc, err := f.SyscallConn()
+	if err != nil {
+		c.mu.Lock()
+		in.eof[i] = true
+		c.mu.Unlock()
+		return
+	}
 	for {
-		n, err := f.Read(buf[len(carry):])
-		if n > 0 {
-			data := buf[:len(carry)+n]
-			cut := utf8Cut(data)
+		var done bool
+		err := rc.Read(func(fd uintptr) bool {
 			c.mu.Lock()
-			in.consumed[i] += int64(n)
-			if c.cur != nil && c.in == in && cut > 0 {
-				c.cur.log.add(wire.ContextEvent{Type: typ, Text: string(data[:cut])})
-			}
-			c.cond.Broadcast()
-			c.mu.Unlock()
-			carry = append(carry[:0], data[cut:]...)
-			copy(buf, carry)
-		}
-		if err != nil {
+			defer c.mu.Unlock()
+			var again bool
+			done, again = c.drainLocked(in, i, fd, 4)
+			return !again
+		})
+		if done || err != nil {
 			c.mu.Lock()
 			in.eof[i] = true
-			c.cond.Broadcast()
 			c.mu.Unlock()
-			f.Close()
 			return
 		}
 	}
+}
+
+// drainLocked reads the pipe (non-blocking) at most reads times: done at
+// its end (EOF or an error), again when it is empty for now.
+func (c *CodeContext) drainLocked(in *interp, i int, fd uintptr, reads int) (done, again bool) {
+	if in.eof[i] {
+		return true, false
+	}
+	typ := [2]string{wire.CtxEventStdout, wire.CtxEventStderr}[i]
+	if in.buf[i] == nil {
+		in.buf[i] = make([]byte, 32<<10)
+	}
+	buf := in.buf[i]
+	for ; reads > 0; reads-- {
+		carry := len(in.carry[i])
+		copy(buf, in.carry[i])
+		n, err := syscall.Read(int(fd), buf[carry:])
+		switch {
+		case err == syscall.EINTR:
+			reads++
+			continue
+		case err == syscall.EAGAIN:
+			return false, true
+		case err != nil || n == 0:
+			in.eof[i] = true
+			return true, false
+		}
+		data := buf[:carry+n]
+		cut := utf8Cut(data)
+		if c.cur != nil && c.in == in && cut > 0 {
+			c.cur.log.add(wire.ContextEvent{Type: typ, Text: string(data[:cut])})
+		}
+		in.carry[i] = append(in.carry[i][:0], data[cut:]...)
+	}
+	return false, false
 }
 
 // utf8Cut is the length of data without an incomplete UTF-8 sequence at its
@@ -436,35 +468,17 @@ func utf8Cut(data []byte) int {
 	return len(data)
 }
 
-// pending is how many bytes the pipe holds unread (FIONREAD).
-func pending(f *os.File) int64 {
-	rc, err := f.SyscallConn()
-	if err != nil {
-		return 0
-	}
-	var n int32
-	rc.Control(func(fd uintptr) {
-		syscall.Syscall(syscall.SYS_IOCTL, fd, syscall.TIOCINQ, uintptr(unsafe.Pointer(&n)))
-	})
-	return int64(n)
-}
-
-// fenceLocked waits until the bytes the pipes held when an event arrived
-// have been read into the execution, so that output the code wrote before
-// the event comes before it (the kernel flushes before each event).
+// fenceLocked reads what the pipes hold now into the execution, so that
+// output the code wrote before an event comes before it (the kernel flushes
+// before each event). It reads at most contextFenceReads times a pipe: a
+// background process that writes without end cannot hold the event.
 func (c *CodeContext) fenceLocked(in *interp) {
-	var target [2]int64
 	for i, f := range []*os.File{in.proc.Stdout, in.proc.Stderr} {
-		target[i] = in.consumed[i] + pending(f)
-	}
-	deadline := time.Now().Add(contextFenceWait)
-	t := time.AfterFunc(contextFenceWait, func() { c.mu.Lock(); c.cond.Broadcast(); c.mu.Unlock() })
-	defer t.Stop()
-	for (in.consumed[0] < target[0] && !in.eof[0]) || (in.consumed[1] < target[1] && !in.eof[1]) {
-		if time.Now().After(deadline) {
-			return
+		rc, err := f.SyscallConn()
+		if err != nil {
+			continue
 		}
-		c.cond.Wait()
+		rc.Control(func(fd uintptr) { c.drainLocked(in, i, fd, contextFenceReads) })
 	}
 }
 

@@ -171,7 +171,7 @@ func TestContextOSLevelOutput(t *testing.T) {
 	// A large output: the pipe still holds its last part when the result
 	// event arrives; that part must come before the result all the same.
 	for i := range 20 {
-		evs, _ = run(t, c, "import sys\nfor _ in range(50): sys.stdout.write('x' * 9999 + '\\n')\nos.system('echo tail')\n'last'", 0)
+		evs, _ = run(t, c, "import sys\nfor _ in range(50): sys.stdout.write('x' * 9999 + '\\n')\nos.system('echo tail')\nos.write(1, b'y' * 60000)\n'last'", 0)
 		var out strings.Builder
 		for _, e := range evs {
 			if e.Type == wire.CtxEventResult {
@@ -179,8 +179,8 @@ func TestContextOSLevelOutput(t *testing.T) {
 			}
 			out.WriteString(e.Text)
 		}
-		if out.Len() != 50*10000+5 || !strings.HasSuffix(out.String(), "tail\n") {
-			t.Fatalf("round %d: %d bytes of stdout before the result, want %d", i, out.Len(), 50*10000+5)
+		if want := 50*10000 + 5 + 60000; out.Len() != want || !strings.HasSuffix(out.String(), "tail\n"+strings.Repeat("y", 60000)) {
+			t.Fatalf("round %d: %d bytes of stdout before the result, want %d", i, out.Len(), want)
 		}
 	}
 }
