@@ -297,6 +297,19 @@ func (c *CodeContext) startLocked() error {
 		extra["SANDBOX_CTX_MEMORY"] = strconv.FormatInt(m.cfg.ContextMemory, 10)
 	}
 	maps.Copy(extra, c.envs)
+	// Registered with the Manager's WaitGroup under its lock, as commands
+	// are: Shutdown's Wait never races an Add.
+	m.mu.Lock()
+	if m.closing {
+		m.mu.Unlock()
+		reqR.Close()
+		reqW.Close()
+		evR.Close()
+		evW.Close()
+		return errorf(ErrShuttingDown, "the runtime is shutting down")
+	}
+	m.wg.Add(1)
+	m.mu.Unlock()
 	p, err := m.reaper.Start(procgroup.Spec{
 		Argv:       []string{m.python(), "-u", "-c", kernelSource},
 		Env:        buildEnv(m.cfg.Env, extra),
@@ -308,9 +321,9 @@ func (c *CodeContext) startLocked() error {
 	if err != nil {
 		reqW.Close()
 		evR.Close()
+		m.wg.Done()
 		return spawnError(err)
 	}
-	m.wg.Add(1)
 	in := &interp{proc: p, req: reqW, ev: evR, done: make(chan struct{})}
 	// The ready frame, bounded: a python3 that is not Python 3 (or hangs)
 	// must not hold the create forever.

@@ -621,3 +621,28 @@ func TestContextShutdownKills(t *testing.T) {
 		t.Fatalf("create after shutdown: %v", err)
 	}
 }
+
+func TestContextMemoryLimit(t *testing.T) {
+	_, cs := newContexts(t, func(c *Config) { c.ContextMemory = 1 << 30 })
+	c := mustContext(t, cs)
+	run(t, c, "keep = 'me'", 0)
+	evs, end := run(t, c, "big = bytearray(2 << 30)", 0)
+	if end.Status != wire.ExecError || evs[0].Name != "MemoryError" {
+		t.Fatalf("2 GiB under a 1 GiB limit: %+v", evs)
+	}
+	evs, _ = run(t, c, "import resource\nkeep, resource.getrlimit(resource.RLIMIT_AS)[0]", 0)
+	if got := plain(t, resultOf(t, evs, wire.CtxEventResult)); got != "('me', 1073741824)" {
+		t.Fatalf("after the MemoryError: %s", got)
+	}
+}
+
+func TestContextBadPython(t *testing.T) {
+	_, cs := newContexts(t, func(c *Config) { c.Python = "/bin/false" })
+	fds := fdCount(t)
+	if _, _, err := cs.Create(ContextRequest{}); !errors.Is(err, ErrSpawnFailed) {
+		t.Fatalf("an interpreter that exits at once: %v, want ErrSpawnFailed", err)
+	}
+	if cs.Count() != 0 || len(cs.List()) != 0 || fdCount(t) > fds {
+		t.Fatalf("a failed create left %d places, %d contexts, %d fds (before %d)", cs.Count(), len(cs.List()), fdCount(t), fds)
+	}
+}
