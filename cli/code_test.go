@@ -18,6 +18,12 @@ import (
 // runOut is runIn with the client's stdout too.
 func runOut(t *testing.T, url string, args ...string) (int, string, string) {
 	t.Helper()
+	return runOutIn(t, url, os.DevNull, args...)
+}
+
+// runOutIn is runOut with stdin read from the file named in.
+func runOutIn(t *testing.T, url, in string, args ...string) (int, string, string) {
+	t.Helper()
 	var stdout, stderr bytes.Buffer
 	getenv := func(k string) string {
 		if k == "SANDBOX_RUNTIME_URL" {
@@ -25,7 +31,10 @@ func runOut(t *testing.T, url string, args ...string) (int, string, string) {
 		}
 		return ""
 	}
-	null, _ := os.Open(os.DevNull)
+	null, err := os.Open(in)
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer null.Close()
 	done := make(chan int, 1)
 	go func() { done <- Run(args, Env{Getenv: getenv, Stdin: null, Stdout: &stdout, Stderr: &stderr}) }()
@@ -81,5 +90,13 @@ func TestCodeCLI(t *testing.T) {
 	}
 	if code, stdout, _ := runOut(t, d.URL, "code", "--context", id, "k"); code != 0 || stdout != "'kept'\n" {
 		t.Fatalf("--context: exit %d, stdout %q", code, stdout)
+	}
+	// The REPL: a line, a block ended by an empty line, an error that keeps
+	// the state, then the value; the exit code is the last execution's.
+	in := filepath.Join(t.TempDir(), "in.py")
+	os.WriteFile(in, []byte("x = 2\nfor i in range(2):\n    x += i\n\n1/0\nx * 14\n"), 0o600)
+	code, stdout, stderr = runOutIn(t, d.URL, in, "code", "-i", "--context", id)
+	if code != 0 || stdout != "42\n" || !strings.Contains(stderr, "ZeroDivisionError") || !strings.Contains(stderr, ">>> ") {
+		t.Fatalf("-i: exit %d, stdout %q, stderr %q", code, stdout, stderr)
 	}
 }
