@@ -75,6 +75,7 @@ type Config struct {
 	ContextIdle   time.Duration // a context idle this long is deleted (SANDBOX_CONTEXT_IDLE_SECONDS)
 	ContextMemory int64         // RLIMIT_AS of each interpreter in bytes, -1 for none (SANDBOX_CONTEXT_MEMORY_BYTES)
 	Python        string        // the interpreter of contexts (SANDBOX_PYTHON); "" is python3 on the commands' PATH
+	ContextSpare  bool          // keep one interpreter started ahead of the next create (SANDBOX_CONTEXT_SPARE)
 
 	Clock    Clock       // nil: the system clock
 	Logger   *zap.Logger // nil: zap.NewNop()

@@ -95,6 +95,8 @@ type Contexts struct {
 	order     []*CodeContext
 	tombs     map[string]string // id → why it is gone ("deleted", "expired")
 	tombOrder []string
+	spare     *CodeContext // the spare interpreter (contexts_spare.go), nil when none
+	refilling bool         // a spare is being started
 }
 
 // Contexts returns the Manager's code contexts (made at the first call).
@@ -229,6 +231,16 @@ func (cs *Contexts) Create(r ContextRequest) (wire.Context, bool, error) {
 	if err != nil {
 		cs.mu.Unlock()
 		return wire.Context{}, false, err
+	}
+	if c := cs.takeSpareLocked(id, cwd, r.Envs, place); c != nil {
+		cs.ctxs[id] = c
+		cs.order = append(cs.order, c)
+		cs.mu.Unlock()
+		c.log.Info("context created from the spare interpreter")
+		return c.Status(), true, nil
+	}
+	if m.cfg.ContextSpare {
+		go cs.refill()
 	}
 	now := m.cfg.Clock.Now()
 	c := &CodeContext{

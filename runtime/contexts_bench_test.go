@@ -50,3 +50,26 @@ func BenchmarkPythonCommand(b *testing.B) {
 		<-c.Done()
 	}
 }
+
+// BenchmarkContextCreateFirstSpare is BenchmarkContextCreateFirst with a
+// spare interpreter ready before each create (the wait for it is not timed).
+func BenchmarkContextCreateFirstSpare(b *testing.B) {
+	_, cs := newContexts(b, func(c *Config) { c.ContextSpare = true })
+	cs.Prestart()
+	for b.Loop() {
+		b.StopTimer()
+		spareReady(b, cs)
+		b.StartTimer()
+		st, _, err := cs.Create(ContextRequest{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		c, _ := cs.Get(st.ContextID)
+		if _, end := run(b, c, "1+1", 0); end.Status != wire.ExecOK {
+			b.Fatal(end)
+		}
+		if err := cs.Delete(st.ContextID); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

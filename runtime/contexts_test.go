@@ -646,3 +646,57 @@ func TestContextBadPython(t *testing.T) {
 		t.Fatalf("a failed create left %d places, %d contexts, %d fds (before %d)", cs.Count(), len(cs.List()), fdCount(t), fds)
 	}
 }
+
+// spareReady waits for the spare interpreter and returns its pid.
+func spareReady(t testing.TB, cs *Contexts) int {
+	t.Helper()
+	pid := 0
+	if !eventually(30*time.Second, func() bool {
+		cs.mu.Lock()
+		defer cs.mu.Unlock()
+		if cs.spare == nil {
+			return false
+		}
+		cs.spare.mu.Lock()
+		defer cs.spare.mu.Unlock()
+		if cs.spare.in == nil {
+			return false
+		}
+		pid = cs.spare.in.proc.Pid
+		return true
+	}) {
+		t.Fatal("no spare interpreter within 30 s")
+	}
+	return pid
+}
+
+func TestContextSpare(t *testing.T) {
+	m, cs := newContexts(t, func(c *Config) { c.ContextSpare = true })
+	cs.Prestart()
+	spare := spareReady(t, cs)
+	c := mustContext(t, cs)
+	if st := c.Status(); st.Pid != spare || st.ContextID == "" || cs.Count() != 1 {
+		t.Fatalf("a create took %+v (places %d); the spare was %d", st, cs.Count(), spare)
+	}
+	run(t, c, "s = 1", 0)
+	evs, _ := run(t, c, "s + 1", 0)
+	if got := plain(t, resultOf(t, evs, wire.CtxEventResult)); got != "2" {
+		t.Fatalf("on the spare: %q", got)
+	}
+	next := spareReady(t, cs) // replaced in the background
+	if next == spare {
+		t.Fatal("the spare was not replaced")
+	}
+	st, _, err := cs.Create(ContextRequest{Envs: map[string]string{"A": "1"}})
+	if err != nil || st.Pid == next {
+		t.Fatalf("a create with envs must not take the spare: %v %+v", err, st)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := m.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if syscall.Kill(next, 0) == nil {
+		t.Fatalf("the spare %d is alive after Shutdown", next)
+	}
+}

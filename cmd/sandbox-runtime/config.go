@@ -49,6 +49,7 @@ type config struct {
 	ContextIdle   time.Duration
 	ContextMemory int    // RLIMIT_AS of an interpreter; <= 0: none
 	Python        string // the contexts' interpreter; "": python3 on the commands' PATH
+	ContextSpare  bool   // keep one interpreter started ahead of the next create
 
 	// listener, when set, is the socket bound by main before anything is
 	// logged (so that an address in use is a plain start-up error); run
@@ -104,6 +105,17 @@ func originsSetting(p *string) func(string) error {
 	}
 }
 
+func boolSetting(p *bool) func(string) error {
+	return func(s string) error {
+		b, err := strconv.ParseBool(strings.TrimSpace(s))
+		if err != nil {
+			return fmt.Errorf("%q is not true or false", s)
+		}
+		*p = b
+		return nil
+	}
+}
+
 func stringSetting(p *string) func(string) error {
 	return func(s string) error { *p = s; return nil }
 }
@@ -133,6 +145,7 @@ func (c *config) settings() []setting {
 		{"max-contexts", "SANDBOX_MAX_CONTEXTS", "8", "`count` of code contexts (Python interpreters) at once; apart from --max-running", intSetting(&c.MaxContexts, 1)},
 		{"context-idle-seconds", "SANDBOX_CONTEXT_IDLE_SECONDS", "900", "`seconds` a code context may stay idle before it is deleted", secondsSetting(&c.ContextIdle, false)},
 		{"context-memory-bytes", "SANDBOX_CONTEXT_MEMORY_BYTES", "4294967296", "`bytes` of address space (RLIMIT_AS) of each code context's interpreter; 0 or -1: none", intSetting(&c.ContextMemory, -1)},
+		{"context-spare", "SANDBOX_CONTEXT_SPARE", "false", "`bool`: keep one code-context interpreter started ahead of the next create (true or false)", boolSetting(&c.ContextSpare)},
 		{"python", "SANDBOX_PYTHON", "", "the Python `interpreter` of code contexts (a path, or a name looked up on the commands' PATH)", stringSetting(&c.Python)},
 		{"log-level", "SANDBOX_LOG_LEVEL", "info", "`level`: debug, info, warn or error", stringSetting(&c.LogLevel)},
 		{"log-format", "SANDBOX_LOG_FORMAT", "", "`format` of the log on stderr: console or json", stringSetting(&c.LogFormat)},
@@ -382,7 +395,7 @@ func (c *config) runtimeConfig() runtime.Config {
 	if c.KillGrace == 0 {
 		rc.KillGrace = runtime.NoKillGrace // 0 in runtime.Config means the default
 	}
-	rc.MaxContexts, rc.ContextIdle, rc.Python = c.MaxContexts, c.ContextIdle, c.Python
+	rc.MaxContexts, rc.ContextIdle, rc.Python, rc.ContextSpare = c.MaxContexts, c.ContextIdle, c.Python, c.ContextSpare
 	rc.ContextMemory = int64(c.ContextMemory)
 	if c.ContextMemory <= 0 {
 		rc.ContextMemory = -1 // 0 in runtime.Config means the default

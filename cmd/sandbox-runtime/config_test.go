@@ -105,6 +105,7 @@ func TestLoadConfigPrecedence(t *testing.T) {
 		"SANDBOX_CONTEXT_IDLE_SECONDS":       "60",
 		"SANDBOX_CONTEXT_MEMORY_BYTES":       "-1",
 		"SANDBOX_PYTHON":                     "/usr/bin/python3",
+		"SANDBOX_CONTEXT_SPARE":              "true",
 	}
 	// Environment only.
 	c, err := loadConfig(nil, envMap(env), &bytes.Buffer{})
@@ -118,7 +119,7 @@ func TestLoadConfigPrecedence(t *testing.T) {
 		KillGrace: 0, ShutdownTimeout: 9 * time.Second, HeartbeatInterval: 250 * time.Millisecond,
 		LogLevel: "warn", LogFormat: "console", AllowedOrigins: "https://ui.example,http://127.0.0.1:3000",
 		SandboxdGRPCAddr: "0.0.0.0:9090",
-		MaxContexts:      2, ContextIdle: time.Minute, ContextMemory: -1, Python: "/usr/bin/python3",
+		MaxContexts:      2, ContextIdle: time.Minute, ContextMemory: -1, Python: "/usr/bin/python3", ContextSpare: true,
 	}
 	if *c != want {
 		t.Errorf("from the environment:\n got %+v\nwant %+v", *c, want)
@@ -132,7 +133,7 @@ func TestLoadConfigPrecedence(t *testing.T) {
 		"--result-ttl-seconds=2", "--default-timeout-seconds=0.5", "--exec-timeout-seconds=10",
 		"--kill-grace-seconds=1", "--shutdown-timeout-seconds=3", "--heartbeat-seconds=4",
 		"--log-level=debug", "--log-format=json", "--allowed-origins=*", "--sandboxd-grpc-addr=127.0.0.1:9091",
-		"--max-contexts=3", "--context-idle-seconds=61", "--context-memory-bytes=1000000000", "--python=python3",
+		"--max-contexts=3", "--context-idle-seconds=61", "--context-memory-bytes=1000000000", "--python=python3", "--context-spare=false",
 	}
 	c, err = loadConfig(args, envMap(env), &bytes.Buffer{})
 	if err != nil {
