@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	goruntime "runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -48,6 +49,9 @@ func newContexts(t testing.TB, mutate func(*Config)) (*Manager, *Contexts) {
 	py := testPython(t)
 	m := newManager(t, func(c *Config) {
 		c.Python = py
+		// The daemon's own settings must make the output live, whatever
+		// the environment of the tests says.
+		c.Env = slices.DeleteFunc(slices.Clone(c.Env), func(kv string) bool { return strings.HasPrefix(kv, "PYTHONUNBUFFERED=") })
 		if mutate != nil {
 			mutate(c)
 		}
@@ -194,12 +198,28 @@ func TestContextPrintBeforeEnd(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := x.e.log.wait(ctx, 0); err != nil {
-		t.Fatal("no first event within 10 s")
+	// Unbuffered, print writes "line", " 0" and "\n" apart: the first line
+	// may come in several events, all before the end (2 s later).
+	var text string
+	cursor := int64(0)
+	for !strings.Contains(text, "line 0\n") {
+		if err := x.e.log.wait(ctx, cursor); err != nil {
+			t.Fatalf("no first line within 10 s (%q so far)", text)
+		}
+		evs, next, done, _ := x.Read(cursor)
+		for _, e := range evs {
+			if e.Type != wire.CtxEventStdout {
+				t.Fatalf("event %+v before the first line", e)
+			}
+			text += e.Text
+		}
+		if done {
+			t.Fatalf("the execution ended before its first line was read: %q", text)
+		}
+		cursor = next
 	}
-	evs, _, done, _ := x.Read(0)
-	if done || evs[0].Type != wire.CtxEventStdout || evs[0].Text != "line 0\n" || x.Status().Status != wire.ExecRunning {
-		t.Fatalf("first events %+v (done %v, status %s): want line 0 while running", evs, done, x.Status().Status)
+	if text != "line 0\n" || x.Status().Status != wire.ExecRunning {
+		t.Fatalf("first output %q, status %s: want line 0 while running", text, x.Status().Status)
 	}
 	collect(t, x)
 }
