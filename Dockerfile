@@ -87,7 +87,7 @@ COPY --from=prebuilt /prebuilt/ /usr/local/bin/
 
 # ---- python-base: a Python runtime image, prepared for the binary -----------
 # Debian's python3 with pip, venv and the data libraries Debian packages
-# (pandas, scikit-learn; upstream's Python image also has lightgbm, which
+# (pandas, scikit-learn, matplotlib for the charts of code contexts; upstream's Python image also has lightgbm, which
 # Debian does not package). The packages are installed with apt only when
 # the base lacks them: a base made by docker/local-base.sh (offline) already
 # has them all, debian:bookworm-slim (online) gets them here.
@@ -97,7 +97,7 @@ COPY --from=prebuilt /prebuilt/ /usr/local/bin/
 # pip outside a venv otherwise); venvs work as usual.
 FROM ${PYTHON_IMAGE} AS python-base
 USER root
-ARG PYTHON_PACKAGES="python3 python3-pip python3-venv python3-pandas python3-sklearn"
+ARG PYTHON_PACKAGES="python3 python3-pip python3-venv python3-pandas python3-sklearn python3-matplotlib"
 RUN set -eu; \
     missing=""; \
     for p in $PYTHON_PACKAGES; do \
@@ -112,7 +112,7 @@ RUN set -eu; \
     useradd --uid 1000 --gid 1000 --create-home --home-dir /home/sandbox --shell /bin/bash sandbox; \
     mkdir -p /app; \
     chown 1000:1000 /app; \
-    python3 -c 'import pandas, sklearn'
+    python3 -c 'import pandas, sklearn, matplotlib'
 WORKDIR /app
 ENV SANDBOX_RUNTIME_ADDR=:8888 \
     SANDBOX_BASE_DIR=/app \

@@ -16,7 +16,8 @@
 #     legacy POST /execute, as the image's non-root user, in /app;
 #   * python: orphaned grandchildren are reaped by the daemon as PID 1: no
 #     process inside is left in state Z and orphans_reaped_total counts them;
-#   * python: pandas and sklearn import, a venv is made and used, pip installs
+#   * python: pandas and sklearn import, a code context keeps its state and
+#     draws a matplotlib PNG, a venv is made and used, pip installs
 #     into ~/.local, as user 1000 of its own group with a writable HOME;
 #   * codex: codex --version, then a real `codex exec --json` against
 #     docker/codex-stub/model-stub.js, a scripted stand-in for the model API
@@ -233,7 +234,7 @@ say "dockerd $(docker version --format '{{.Server.Version}}') up (pid $dockerd_p
 # ---- 3. the local bases and the Codex CLI, in the background -----------------
 export CACHE_DIR=${CACHE_DIR:-/var/cache/sandbox-runtime-ci}
 CODEX_VERSION=${CODEX_VERSION:-0.169.0}
-python_include=python3,python3-pip,python3-venv,python3-pandas,python3-sklearn
+python_include=python3,python3-pip,python3-venv,python3-pandas,python3-sklearn,python3-matplotlib
 codex_include=nodejs,git,ca-certificates,procps
 # shellcheck disable=SC2016 # expanded by the inner shell / by jq
 background base 'INCLUDE=$2 docker/local-base.sh local/python:bookworm && echo $SECONDS >"$1"' _ "$T/base.secs" "$python_include"
@@ -566,6 +567,24 @@ expect_exited "$(sh_argv 'python3 -m venv /app/venv && /app/venv/bin/pip install
 	"42 /app/venv"
 expect_exited "$(sh_argv 'pip install -q --no-index /app/sr-ci-wheels/sr_ci_demo-1.0-py3-none-any.whl && cd / && python3 -c "import sr_ci_demo; print(sr_ci_demo.__file__)"')" \
 	"/home/sandbox/.local/lib/python3.11/site-packages/sr_ci_demo.py"
+
+# A code context (docs/contexts.md): its state kept between executions, a
+# matplotlib chart as a PNG, a DataFrame as HTML.
+call POST /v1/contexts '{}'
+expect_code 201 "POST /v1/contexts"
+ctx=$(jq -r .context_id <<<"$body")
+call POST "/v1/contexts/$ctx/executions?stream=true" '{"code":"x = 6"}'
+expect_code 201 "POST /v1/contexts/$ctx/executions"
+call POST "/v1/contexts/$ctx/executions?stream=true" '{"code":"import matplotlib.pyplot as plt, pandas\nplt.plot([1, 2])\ndisplay(pandas.DataFrame({\"a\": [x]}))\nx * 7"}'
+expect_code 201 "POST /v1/contexts/$ctx/executions"
+jq -se 'any(.[]; .type == "display" and (.data["image/png"] | length) > 1000)
+	and any(.[]; .type == "display" and (.data["text/html"] | contains("<table")))
+	and any(.[]; .type == "result" and .data["text/plain"] == "42")
+	and (last | .type == "end" and .status == "ok")' <<<"$body" >/dev/null ||
+	fail "a code context: $body"
+call DELETE "/v1/contexts/$ctx"
+expect_code 204 "DELETE /v1/contexts/$ctx"
+say "  /v1/contexts: state kept, a matplotlib PNG, a DataFrame as HTML"
 
 expect_graceful_stop sr-python '["sleep","300"]'
 

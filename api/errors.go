@@ -81,8 +81,12 @@ func statusOf(err error) (status int, code string) {
 		return http.StatusInsufficientStorage, "insufficient_storage"
 	case errors.Is(err, errReadOnly):
 		return http.StatusConflict, "read_only"
-	case errors.Is(err, errBusy):
+	case errors.Is(err, errBusy), errors.Is(err, runtime.ErrBusy):
 		return http.StatusConflict, "busy"
+	case errors.Is(err, runtime.ErrStateLost):
+		return http.StatusConflict, "state_lost"
+	case errors.Is(err, runtime.ErrTooManyContexts):
+		return http.StatusTooManyRequests, "too_many_contexts"
 	case errors.Is(err, errNoDescriptors):
 		return http.StatusServiceUnavailable, "resource_exhausted"
 	case errors.Is(err, errRangeNotSatisfiable):
@@ -101,6 +105,10 @@ func fail(w http.ResponseWriter, err error) {
 	var gone *runtime.GoneError
 	if errors.As(err, &gone) {
 		reason = string(gone.Reason)
+	}
+	var ctxGone *runtime.ContextGoneError
+	if errors.As(err, &ctxGone) {
+		reason = ctxGone.Reason
 	}
 	if status == http.StatusTooManyRequests || code == "resource_exhausted" {
 		w.Header().Set("Retry-After", "1")

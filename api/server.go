@@ -145,6 +145,8 @@ func (s *Server) routeTable() []httpx.Route {
 		{Pattern: "/v1/commands/{id}/resize", Methods: map[string]http.HandlerFunc{"POST": s.resizeCommand}},
 		{Pattern: "/v1/files/{path...}", Methods: map[string]http.HandlerFunc{"GET": s.getFile, "HEAD": s.getFile, "PUT": s.putFile, "DELETE": s.deleteFile}},
 	}
+	// code contexts (contexts.go)
+	v1 = append(v1, s.contextRoutes()...)
 	if s.metrics != nil { // without metrics /metrics is not a route: the JSON 404 of any other
 		v1 = append(v1, route{Pattern: "/metrics", Methods: map[string]http.HandlerFunc{"GET": s.metrics.ServeHTTP}})
 	}

@@ -604,6 +604,7 @@ func TestSpecResponsesValidate(t *testing.T) {
 	t.Run("pty", func(t *testing.T) { specScenarioPTY(t, c) })
 	t.Run("files", func(t *testing.T) { specScenarioFiles(t, c, ts) })
 	t.Run("legacy", func(t *testing.T) { specScenarioLegacy(t, c) })
+	t.Run("contexts", func(t *testing.T) { specScenarioContexts(t, c) })
 	t.Run("draining", func(t *testing.T) {
 		ts.SetDraining()
 		c.do(t, specReq{method: "GET", path: "/v1/health", noAuth: true, want: 503})

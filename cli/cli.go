@@ -51,6 +51,7 @@ func commands() map[string]func(*cli, []string) int {
 		"attach": (*cli).attach,
 		"kill":   (*cli).kill,
 		"cp":     (*cli).cp,
+		"code":   (*cli).code,
 	}
 }
 
@@ -77,6 +78,7 @@ go after the subcommand):
   sandbox-runtime attach [--no-stdin] [--cursor N] ID
   sandbox-runtime kill [-s SIGNAL] ID
   sandbox-runtime cp SRC DST        (":path" is in the sandbox, "-" is stdin or stdout)
+  sandbox-runtime code [--context ID] [--out DIR] [-f FILE | CODE]   (Python in a code context; -i: a REPL)
 `)
 }
 
@@ -309,6 +311,7 @@ func (c *cli) parse(fs *flag.FlagSet, url, tokenFile *string, args []string, nar
 	case nargs == -1 && len(rest) == 0:
 		c.usageError(fs, "name the command to run after the flags, e.g. -- echo hi")
 		return nil, ExitUsage, false
+	case nargs == -2: // any number: the subcommand checks
 	case nargs >= 0 && len(rest) != nargs:
 		c.usageError(fs, fmt.Sprintf("wants %d argument(s), got %d", nargs, len(rest)))
 		return nil, ExitUsage, false

@@ -80,6 +80,10 @@ type Spec struct {
 	// whose controlling terminal is the PTY, and stdin, stdout and stderr are
 	// the terminal. The size is set before the fork. Process.PTY is the master.
 	PTY *Winsize
+	// ExtraFiles become the child's fds 3, 4, … in order (as os/exec's
+	// ExtraFiles). The caller keeps them and closes its copies after Start;
+	// Fd is called on each, which puts it in blocking mode.
+	ExtraFiles []*os.File
 }
 
 // Winsize is the size of a terminal in character cells.

@@ -392,6 +392,9 @@ func (r *Reaper) Start(spec Spec) (*Process, error) {
 		return nil, &StartError{Op: "exec", Path: spec.Argv[0], Errno: errno}
 	}
 	attr := &syscall.ProcAttr{Dir: spec.Dir, Env: spec.Env, Files: io.fds(), Sys: io.sys}
+	for _, f := range spec.ExtraFiles {
+		attr.Files = append(attr.Files, f.Fd())
+	}
 	p, cg, err := r.fork(path, spec.Argv, attr, io)
 	if err != nil {
 		io.closeAll()

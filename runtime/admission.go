@@ -59,6 +59,12 @@ const (
 	// shared by every transport of the Manager; a decode beyond them waits
 	// for as long as its client stays. Smaller bodies never take a place.
 	ClassDecode
+	// ClassContext is a code context (contexts.go): its interpreter
+	// process, from its create until it is deleted or expires (a context
+	// whose state is lost still holds its place). Config.MaxContexts
+	// places, apart from ClassCommand's; a create beyond them is refused
+	// (ErrTooManyContexts: 429 too_many_contexts).
+	ClassContext
 
 	numClasses // not a class: the size of the rules table
 )
@@ -130,6 +136,14 @@ var rules = [numClasses]rule{
 		full:    wait,
 		gone:    ErrClientGone,
 		minSize: LargeBody,
+	},
+	ClassContext: {
+		name:  "code context",
+		limit: func(c Config) int { return c.MaxContexts },
+		full:  refuse,
+		refusal: func(held, limit int) error {
+			return errorf(ErrTooManyContexts, "%d code contexts exist (limit %d); delete one", held, limit)
+		},
 	},
 }
 

@@ -232,7 +232,7 @@ func TestAdmissionTableIsComplete(t *testing.T) {
 		t.Errorf("%s: must refuse when full (Create holds Manager.mu while it admits)", ClassCommand)
 	}
 	// The documented numbers (protocol.md §2 Admission of work).
-	for c, want := range map[Class]int{ClassCommand: 16, ClassExecution: 8, ClassDecode: 4} {
+	for c, want := range map[Class]int{ClassCommand: 16, ClassExecution: 8, ClassDecode: 4, ClassContext: 8} {
 		if got := rules[c].limit(cfg); got != want {
 			t.Errorf("%s: %d places by default; protocol.md says %d", c, got, want)
 		}

@@ -70,6 +70,13 @@ type Config struct {
 	// (SANDBOX_MAX_EXECUTIONS; ClassExecution of admission.go).
 	MaxExecutions int
 
+	// Code contexts (contexts.go, docs/contexts.md).
+	MaxContexts   int           // contexts at once (SANDBOX_MAX_CONTEXTS; ClassContext of admission.go)
+	ContextIdle   time.Duration // a context idle this long is deleted (SANDBOX_CONTEXT_IDLE_SECONDS)
+	ContextMemory int64         // RLIMIT_AS of each interpreter in bytes, -1 for none (SANDBOX_CONTEXT_MEMORY_BYTES)
+	Python        string        // the interpreter of contexts (SANDBOX_PYTHON); "" is python3 on the commands' PATH
+	ContextSpare  bool          // keep one interpreter started ahead of the next create (SANDBOX_CONTEXT_SPARE)
+
 	Clock    Clock       // nil: the system clock
 	Logger   *zap.Logger // nil: zap.NewNop()
 	Observer Observer    // nil: none
@@ -94,6 +101,9 @@ func DefaultConfig() Config {
 		Tombstones:        4096,
 		LegacyOutputLimit: 8 << 20,
 		MaxExecutions:     8,
+		MaxContexts:       8,
+		ContextIdle:       15 * time.Minute,
+		ContextMemory:     4 << 30,
 	}
 }
 
@@ -112,6 +122,9 @@ func (c Config) withDefaults() Config {
 	orDefault(&c.Tombstones, d.Tombstones)
 	orDefault(&c.LegacyOutputLimit, d.LegacyOutputLimit)
 	orDefault(&c.MaxExecutions, d.MaxExecutions)
+	orDefault(&c.MaxContexts, d.MaxContexts)
+	orDefault(&c.ContextIdle, d.ContextIdle)
+	orDefault(&c.ContextMemory, d.ContextMemory)
 	// The cap wins: SANDBOX_EXEC_TIMEOUT_SECONDS=3 alone must not be refused.
 	c.DefaultTimeout = min(c.DefaultTimeout, c.MaxTimeout)
 	if c.Clock == nil {

@@ -34,6 +34,8 @@ type Manager struct {
 	janitorDone chan struct{}
 	wg          sync.WaitGroup // owner goroutines and legacy runs
 	adm         *admission     // the places of every class of work (admission.go)
+	ctxOnce     sync.Once      // makes ctxs (contexts.go)
+	ctxs        *Contexts
 
 	mu        sync.Mutex // guards the fields below
 	cmds      map[string]*Command

@@ -45,6 +45,13 @@ type config struct {
 	LogFormat         string // "console", "json", or "" (console on a terminal, else JSON)
 	ShowVersion       bool
 
+	// Code contexts (docs/contexts.md).
+	MaxContexts   int
+	ContextIdle   time.Duration
+	ContextMemory int    // RLIMIT_AS of an interpreter; <= 0: none
+	Python        string // the contexts' interpreter; "": python3 on the commands' PATH
+	ContextSpare  bool   // keep one interpreter started ahead of the next create
+
 	// listener, when set, is the socket bound by main before anything is
 	// logged (so that an address in use is a plain start-up error); run
 	// listens on Addr itself otherwise.
@@ -101,6 +108,17 @@ func originsSetting(p *string) func(string) error {
 	}
 }
 
+func boolSetting(p *bool) func(string) error {
+	return func(s string) error {
+		b, err := strconv.ParseBool(strings.TrimSpace(s))
+		if err != nil {
+			return fmt.Errorf("%q is not true or false", s)
+		}
+		*p = b
+		return nil
+	}
+}
+
 func stringSetting(p *string) func(string) error {
 	return func(s string) error { *p = s; return nil }
 }
@@ -128,6 +146,11 @@ func (c *config) settings() []setting {
 		{"allowed-origins", "SANDBOX_ALLOWED_ORIGINS", "", "comma-separated browser `origins` (http(s)://host[:port], or *) allowed besides the daemon's own host; any other Origin is refused with 403", originsSetting(&c.AllowedOrigins)},
 		{"sandboxd-grpc-addr", "SANDBOXD_GRPC_ADDR", "", "listen `address` (host:port) of sandboxd's gRPC ProcessService (upstream's port is 9090); empty: not served. On a loopback address no token is asked; on any other every call needs the token of --token-file (metadata authorization: Bearer <token>), and without a token file the daemon refuses to start", stringSetting(&c.SandboxdGRPCAddr)},
 		{"sandboxd-rest-addr", "SANDBOXD_REST_ADDR", "", "listen `address` (host:port) of sandboxd's REST API (/v1/files, /v1/health, /v1/metadata: docs/sandboxd-rest.md), off when empty; the sandboxd template sets 127.0.0.1:8080. On a loopback address it needs no token (sandboxd's SDK sends none); on any other every request needs the token, and without a token file the daemon does not start", stringSetting(&c.SandboxdRESTAddr)},
+		{"max-contexts", "SANDBOX_MAX_CONTEXTS", "8", "`count` of code contexts (Python interpreters) at once; apart from --max-running", intSetting(&c.MaxContexts, 1)},
+		{"context-idle-seconds", "SANDBOX_CONTEXT_IDLE_SECONDS", "900", "`seconds` a code context may stay idle before it is deleted", secondsSetting(&c.ContextIdle, false)},
+		{"context-memory-bytes", "SANDBOX_CONTEXT_MEMORY_BYTES", "4294967296", "`bytes` of address space (RLIMIT_AS) of each code context's interpreter; 0 or -1: none", intSetting(&c.ContextMemory, -1)},
+		{"context-spare", "SANDBOX_CONTEXT_SPARE", "false", "`bool`: keep one code-context interpreter started ahead of the next create (true or false)", boolSetting(&c.ContextSpare)},
+		{"python", "SANDBOX_PYTHON", "", "the Python `interpreter` of code contexts (a path, or a name looked up on the commands' PATH)", stringSetting(&c.Python)},
 		{"log-level", "SANDBOX_LOG_LEVEL", "info", "`level`: debug, info, warn or error", stringSetting(&c.LogLevel)},
 		{"log-format", "SANDBOX_LOG_FORMAT", "", "`format` of the log on stderr: console or json", stringSetting(&c.LogFormat)},
 	}
@@ -142,6 +165,7 @@ var shownDefaults = map[string]string{
 
 	"sandboxd-grpc-addr": "none: not served",
 	"sandboxd-rest-addr": "none: off",
+	"python":             "python3 on the commands' PATH",
 }
 
 // valueName returns the type name --help shows for s and its usage without
@@ -380,6 +404,11 @@ func (c *config) runtimeConfig() runtime.Config {
 	rc.KillGrace = c.KillGrace
 	if c.KillGrace == 0 {
 		rc.KillGrace = runtime.NoKillGrace // 0 in runtime.Config means the default
+	}
+	rc.MaxContexts, rc.ContextIdle, rc.Python, rc.ContextSpare = c.MaxContexts, c.ContextIdle, c.Python, c.ContextSpare
+	rc.ContextMemory = int64(c.ContextMemory)
+	if c.ContextMemory <= 0 {
+		rc.ContextMemory = -1 // 0 in runtime.Config means the default
 	}
 	rc.BaseDir = c.BaseDir
 	rc.Env = os.Environ()

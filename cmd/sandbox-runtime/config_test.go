@@ -47,6 +47,9 @@ func TestLoadConfigDefaults(t *testing.T) {
 		ShutdownTimeout:   25 * time.Second,
 		HeartbeatInterval: 10 * time.Second,
 		LogLevel:          "info",
+		MaxContexts:       8,
+		ContextIdle:       15 * time.Minute,
+		ContextMemory:     4 << 30,
 	}
 	if *c != want {
 		t.Errorf("defaults:\n got %+v\nwant %+v", *c, want)
@@ -100,6 +103,11 @@ func TestLoadConfigPrecedence(t *testing.T) {
 		"SANDBOX_LOG_FORMAT":                 "console",
 		"SANDBOXD_GRPC_ADDR":                 "0.0.0.0:9090", // beyond loopback: allowed, since a token file is set
 		"SANDBOXD_REST_ADDR":                 "0.0.0.0:8080", // the same
+		"SANDBOX_MAX_CONTEXTS":               "2",
+		"SANDBOX_CONTEXT_IDLE_SECONDS":       "60",
+		"SANDBOX_CONTEXT_MEMORY_BYTES":       "-1",
+		"SANDBOX_PYTHON":                     "/usr/bin/python3",
+		"SANDBOX_CONTEXT_SPARE":              "true",
 	}
 	// Environment only.
 	c, err := loadConfig(nil, envMap(env), &bytes.Buffer{})
@@ -113,6 +121,7 @@ func TestLoadConfigPrecedence(t *testing.T) {
 		KillGrace: 0, ShutdownTimeout: 9 * time.Second, HeartbeatInterval: 250 * time.Millisecond,
 		LogLevel: "warn", LogFormat: "console", AllowedOrigins: "https://ui.example,http://127.0.0.1:3000",
 		SandboxdGRPCAddr: "0.0.0.0:9090", SandboxdRESTAddr: "0.0.0.0:8080",
+		MaxContexts: 2, ContextIdle: time.Minute, ContextMemory: -1, Python: "/usr/bin/python3", ContextSpare: true,
 	}
 	if *c != want {
 		t.Errorf("from the environment:\n got %+v\nwant %+v", *c, want)
@@ -127,6 +136,7 @@ func TestLoadConfigPrecedence(t *testing.T) {
 		"--kill-grace-seconds=1", "--shutdown-timeout-seconds=3", "--heartbeat-seconds=4",
 		"--log-level=debug", "--log-format=json", "--allowed-origins=*", "--sandboxd-grpc-addr=127.0.0.1:9091",
 		"--sandboxd-rest-addr=127.0.0.1:8081",
+		"--max-contexts=3", "--context-idle-seconds=61", "--context-memory-bytes=1000000000", "--python=python3", "--context-spare=false",
 	}
 	c, err = loadConfig(args, envMap(env), &bytes.Buffer{})
 	if err != nil {
@@ -139,6 +149,7 @@ func TestLoadConfigPrecedence(t *testing.T) {
 		KillGrace: time.Second, ShutdownTimeout: 3 * time.Second, HeartbeatInterval: 4 * time.Second,
 		LogLevel: "debug", LogFormat: "json", AllowedOrigins: "*", SandboxdGRPCAddr: "127.0.0.1:9091",
 		SandboxdRESTAddr: "127.0.0.1:8081",
+		MaxContexts:      3, ContextIdle: 61 * time.Second, ContextMemory: 1000000000, Python: "python3",
 	}
 	if *c != want {
 		t.Errorf("flags over the environment:\n got %+v\nwant %+v", *c, want)

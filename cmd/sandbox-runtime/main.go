@@ -27,6 +27,11 @@
 //	--allowed-origins             SANDBOX_ALLOWED_ORIGINS             none (only the daemon's own host)
 //	--sandboxd-grpc-addr          SANDBOXD_GRPC_ADDR                  none (sandboxd's gRPC not served)
 //	--sandboxd-rest-addr          SANDBOXD_REST_ADDR                  none (off)
+//	--max-contexts                SANDBOX_MAX_CONTEXTS                8
+//	--context-idle-seconds        SANDBOX_CONTEXT_IDLE_SECONDS        900
+//	--context-memory-bytes        SANDBOX_CONTEXT_MEMORY_BYTES        4294967296
+//	--context-spare               SANDBOX_CONTEXT_SPARE               false
+//	--python                      SANDBOX_PYTHON                      python3 on the commands' PATH
 //	--log-level                   SANDBOX_LOG_LEVEL                   info
 //	--log-format                  SANDBOX_LOG_FORMAT                  console on a terminal, else json
 //
@@ -211,6 +216,7 @@ func run(ctx context.Context, stopSignals func(), cfg *config, log *zap.Logger, 
 	}
 	defer m.Close()
 	met.Watch(m)
+	m.Contexts().Prestart() // the spare code-context interpreter, when configured
 
 	// The legacy API is mounted on the one server, behind its middleware.
 	lh := legacy.New(m, legacy.Options{BaseDir: cfg.BaseDir, HeartbeatInterval: cfg.HeartbeatInterval, Logger: log})

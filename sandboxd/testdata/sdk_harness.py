@@ -13,7 +13,7 @@ logic:
     to stop or watch. There is no cluster, so the Sandbox gets a stand-in
     for its Kubernetes helper, which that step alone used.
   * its vendored ProcessService stubs (k8s_agent_sandbox/_proto) are tried
-    first, in a python of their own; when they do not load (v1.0.1's need
+    first, in a python of their own; when they do not load (upstream's need
     protobuf >= 7's runtime_version; Debian 12 has 4.21) they are generated
     again in the copy (a temporary directory), from upstream's own
     process.proto (--proto), with the protoc and grpc_python_plugin of this
