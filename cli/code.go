@@ -181,7 +181,7 @@ func (r *codeRun) repl(ctx context.Context) int {
 	c := r.c
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGINT)
-	defer signal.Stop(sigs)
+	defer func() { signal.Stop(sigs); close(sigs) }() // Stop never closes it: the relay below would outlive the run
 	go func() {
 		for range sigs {
 			c.c.InterruptContext(context.Background(), r.ctx)
