@@ -40,7 +40,7 @@ func (s *Server) featureList() []string {
 	if s.metrics != nil {
 		out = append(out, wire.FeatureMetrics)
 	}
-	return append(out, wire.FeatureIdempotentCreate, wire.FeaturePTY)
+	return append(out, wire.FeatureIdempotentCreate, wire.FeaturePTY, wire.FeatureEvents)
 }
 
 func (s *Server) info(w http.ResponseWriter, r *http.Request) {

@@ -51,6 +51,8 @@ func commands() map[string]func(*cli, []string) int {
 		"attach": (*cli).attach,
 		"kill":   (*cli).kill,
 		"cp":     (*cli).cp,
+		"events": (*cli).events,
+		"wait":   (*cli).wait,
 	}
 }
 
@@ -77,6 +79,8 @@ go after the subcommand):
   sandbox-runtime attach [--no-stdin] [--cursor N] ID
   sandbox-runtime kill [-s SIGNAL] ID
   sandbox-runtime cp SRC DST        (":path" is in the sandbox, "-" is stdin or stdout)
+  sandbox-runtime events [-f] [--json] [--cursor C] [--type T,…] [--id ID]…
+  sandbox-runtime wait [--any] [--timeout S] ID…
 `)
 }
 
