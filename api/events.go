@@ -90,6 +90,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer s.metrics.StreamOpened()()
+	defer s.m.WatchPorts()() // listening/closed events while a subscriber is there
 	s.streamFeed(r.Context(), feed, streamOptions{follow: follow, window: secondsDur(window), heartbeatEvery: s.opts.HeartbeatInterval}, fsink)
 }
 
@@ -281,6 +282,7 @@ func (s *Server) eventsWebSocket(w http.ResponseWriter, r *http.Request, feed *r
 		tc.SetWriteBuffer(attachSendBuffer)
 	}
 	limitUnsent(conn.NetConn(), streamUnsentLimit)
+	defer s.m.WatchPorts()() // listening/closed events while a subscriber is there
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	a := &attachment{

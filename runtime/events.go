@@ -38,14 +38,18 @@ const (
 	evKindExited
 	evKindExpired
 	evKindEvicted
+	evKindListening
+	evKindClosed
 )
 
 var evKindNames = [...]string{
-	evKindCreated: wire.FeedCreated,
-	evKindStarted: wire.FeedStarted,
-	evKindExited:  wire.FeedExited,
-	evKindExpired: wire.FeedExpired,
-	evKindEvicted: wire.FeedEvicted,
+	evKindCreated:   wire.FeedCreated,
+	evKindStarted:   wire.FeedStarted,
+	evKindExited:    wire.FeedExited,
+	evKindExpired:   wire.FeedExpired,
+	evKindEvicted:   wire.FeedEvicted,
+	evKindListening: wire.FeedListening,
+	evKindClosed:    wire.FeedClosed,
 }
 
 // logEvent is one retained event, compact: no pointers but the id (the
@@ -59,12 +63,13 @@ type logEvent struct {
 	id       string
 	state    wire.State
 	signal   string
-	at       int64 // unix ns
-	started  int64 // exited: unix ns
-	finished int64 // exited: unix ns
-	ucpu     int64 // exited: ms
-	scpu     int64 // exited: ms
-	rss      int64 // exited: KiB
+	at       int64          // unix ns
+	started  int64          // exited: unix ns
+	finished int64          // exited: unix ns
+	ucpu     int64          // exited: ms
+	scpu     int64          // exited: ms
+	rss      int64          // exited: KiB
+	lis      *wire.Listener // listening, closed
 }
 
 // eventLog is the Manager's feed. Its zero value is ready: the instance id
@@ -219,7 +224,7 @@ type EventFilter struct {
 func (f *EventFilter) Check() error {
 	for _, t := range f.Types {
 		if eventKind(t) == 0 {
-			return errorf(ErrInvalid, "unknown event type %q; the types are created, started, exited, expired, evicted", t)
+			return errorf(ErrInvalid, "unknown event type %q; the types are created, started, listening, closed, exited, expired, evicted", t)
 		}
 	}
 	for i, id := range f.CommandIDs {
@@ -406,6 +411,9 @@ func (e *logEvent) wire(instance string) wire.FeedEvent {
 	switch e.kind {
 	case evKindStarted:
 		out.PID = int(e.pid)
+	case evKindListening, evKindClosed:
+		l := *e.lis
+		out.Listener = &l
 	case evKindExited:
 		out.PID = int(e.pid)
 		out.State = e.state

@@ -43,7 +43,8 @@ type Manager struct {
 	closing   bool
 	closeOnce sync.Once
 
-	feed eventLog // the lifecycle event feed (events.go); its own lock
+	feed  eventLog  // the lifecycle event feed (events.go); its own lock
+	ports portWatch // the listening-port poller (ports.go); its own lock
 }
 
 // New returns a Manager that starts processes with reaper. The caller owns

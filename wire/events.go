@@ -27,7 +27,7 @@ const (
 
 // FeedCommandTypes are the event types about a command, the values of the
 // feed's `type` filter.
-var FeedCommandTypes = []string{FeedCreated, FeedStarted, FeedExited, FeedExpired, FeedEvicted}
+var FeedCommandTypes = []string{FeedCreated, FeedStarted, FeedListening, FeedClosed, FeedExited, FeedExpired, FeedEvicted}
 
 // FeedEvent is one line of GET /v1/events, or one text frame of its
 // WebSocket. NextCursor is always there: re-open with the NextCursor of the
@@ -39,6 +39,8 @@ type FeedEvent struct {
 	Time      *time.Time `json:"time,omitempty"`       // command events: when it happened (UTC)
 
 	PID int `json:"pid,omitempty"` // started
+
+	Listener *Listener `json:"listener,omitempty"` // listening, closed
 
 	// exited: the final status.
 	State           State      `json:"state,omitempty"`
