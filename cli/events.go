@@ -10,6 +10,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
+	"strconv"
 	"strings"
 	"time"
 
@@ -37,14 +39,14 @@ func (l *idList) Set(v string) error {
 
 func (c *cli) events(args []string) int {
 	fs, url, tok := c.flags("events [-f] [--json] [--cursor C] [--type T,…] [--id ID]…",
-		"Prints the lifecycle events the daemon holds (created, started, exited, expired, evicted), oldest first, one per line: "+
+		"Prints the lifecycle events the daemon holds (created, started, listening, closed, exited, expired, evicted), oldest first, one per line: "+
 			"SEQ TIME TYPE COMMAND_ID and what happened. With -f, follows new events until interrupted, resuming after disconnects without losing or repeating one. "+
 			"The daemon keeps the last 8,192 events; when some were lost before they were read, it says how many on stderr (and, without -f, exits 125). "+
 			"The last line's cursor (--json: next_cursor) resumes where it stopped with --cursor; a cursor from before a restart of the daemon is refused.")
 	follow := fs.Bool("f", false, "follow new events until interrupted")
 	asJSON := fs.Bool("json", false, "print each event as its JSON object (the protocol's), one per line")
 	cursor := fs.String("cursor", "", `start at this cursor (a next_cursor printed before), or "now"; default: the oldest event held`)
-	types := fs.String("type", "", "only these event types, comma-separated: created, started, exited, expired, evicted")
+	types := fs.String("type", "", "only these event types, comma-separated: created, started, listening, closed, exited, expired, evicted")
 	var ids idList
 	fs.Var(&ids, "id", "only the events of this command (repeatable, or comma-separated)")
 	if _, code, ok := c.parse(fs, url, tok, args, 0); !ok {
@@ -110,6 +112,13 @@ func eventLine(ev *wire.FeedEvent) string {
 	switch ev.Type {
 	case wire.FeedStarted:
 		what = fmt.Sprintf("pid %d", ev.PID)
+	case wire.FeedListening, wire.FeedClosed:
+		if l := ev.Listener; l != nil {
+			what = fmt.Sprintf("%s %s", l.Protocol, net.JoinHostPort(l.Address, strconv.Itoa(l.Port)))
+			if l.LoopbackOnly {
+				what += " (loopback only)"
+			}
+		}
 	case wire.FeedExited:
 		what = string(ev.State)
 		if ev.ExitCode != nil {
