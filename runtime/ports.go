@@ -57,6 +57,16 @@ func (m *Manager) WatchPorts() (stop func()) {
 	}
 }
 
+// notifyChan returns a channel closed when the next event is logged.
+func (l *eventLog) notifyChan() <-chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.notify == nil {
+		l.notify = make(chan struct{})
+	}
+	return l.notify
+}
+
 // polledChan returns a channel closed after the poller's next poll.
 func (w *portWatch) polledChan() <-chan struct{} {
 	w.mu.Lock()
@@ -71,7 +81,18 @@ func (m *Manager) pollPorts(stop chan struct{}) {
 	t := time.NewTicker(PortPollInterval)
 	defer t.Stop()
 	for {
-		m.pollPortsOnce()
+		// With no command running there is nothing to poll: sleep until
+		// the feed logs an event (a command's created/started), so that
+		// an open feed on an idle daemon costs no wake-up.
+		wake := m.feed.notifyChan()
+		if m.pollPortsOnce() == 0 {
+			select {
+			case <-wake:
+				continue
+			case <-stop:
+				return
+			}
+		}
 		select {
 		case <-t.C:
 		case <-stop:
@@ -81,8 +102,9 @@ func (m *Manager) pollPorts(stop chan struct{}) {
 }
 
 // pollPortsOnce reads the listeners of every running command, logs what
-// changed since the last poll, and wakes the waiters.
-func (m *Manager) pollPortsOnce() {
+// changed since the last poll, and wakes the waiters. It returns how many
+// commands run.
+func (m *Manager) pollPortsOnce() int {
 	m.mu.Lock()
 	cmds := make([]*Command, 0, len(m.order))
 	for _, c := range m.order {
@@ -127,6 +149,7 @@ func (m *Manager) pollPortsOnce() {
 	if ch != nil {
 		close(ch)
 	}
+	return len(cmds)
 }
 
 // nsCache reads each network namespace's socket tables once per poll.
