@@ -41,7 +41,12 @@ func TestEventLogLifecycle(t *testing.T) {
 	}
 	c1 := mustCreate(t, m, CreateRequest{Argv: []string{"sh", "-c", "exit 3"}})
 	st1 := waitDone(t, c1)
-	c2 := mustCreate(t, m, CreateRequest{Argv: []string{"sh", "-c", "kill -9 $$"}})
+	// c2 ends only once Create has returned (and logged the eviction):
+	// it waits for the end of its stdin.
+	c2 := mustCreate(t, m, CreateRequest{Argv: []string{"sh", "-c", "read x; kill -9 $$"}, Stdin: true})
+	if _, _, err := c2.WriteStdin(nil, true); err != nil {
+		t.Fatal(err)
+	}
 	waitDone(t, c2)
 	// c1 is evicted when c2 is created (MaxRetained 1), after c2's start.
 	evs := readEvents(t, f, 7)

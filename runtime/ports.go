@@ -19,13 +19,20 @@ import (
 // its one wake-up per 10 s.
 
 // PortPollInterval is how often the ports of the running commands are
-// read while someone watches.
-const PortPollInterval = 100 * time.Millisecond
+// read while a wait_port waits; FeedPortPollInterval while only feed
+// subscribers watch. One poll reads the namespace's socket tables (a few
+// ms on a busy host: BENCHMARKS.md), so the feed alone polls less often.
+const (
+	PortPollInterval     = 100 * time.Millisecond
+	FeedPortPollInterval = time.Second
+)
 
 // portWatch is the Manager's poller of listening ports.
 type portWatch struct {
 	mu       sync.Mutex
 	watchers int
+	waiters  int                        // of watchers, the wait_ports (they poll at PortPollInterval)
+	faster   chan struct{}              // closed (and replaced) when a wait_port begins
 	stop     chan struct{}              // closed to stop the poller; nil when none runs
 	polled   chan struct{}              // closed (and replaced) after each poll
 	known    map[string][]wire.Listener // per running command: what the last poll saw
@@ -34,10 +41,19 @@ type portWatch struct {
 // WatchPorts keeps the port poller running until the returned function is
 // called (a feed subscriber, a wait_port): listening and closed events are
 // logged only meanwhile.
-func (m *Manager) WatchPorts() (stop func()) {
+func (m *Manager) WatchPorts() (stop func()) { return m.watchPorts(false) }
+
+func (m *Manager) watchPorts(waiter bool) (stop func()) {
 	w := &m.ports
 	w.mu.Lock()
 	w.watchers++
+	if waiter {
+		w.waiters++
+		if w.faster != nil {
+			close(w.faster)
+			w.faster = nil
+		}
+	}
 	if w.stop == nil {
 		w.stop = make(chan struct{})
 		go m.pollPorts(w.stop)
@@ -48,6 +64,9 @@ func (m *Manager) WatchPorts() (stop func()) {
 		once.Do(func() {
 			w.mu.Lock()
 			w.watchers--
+			if waiter {
+				w.waiters--
+			}
 			if w.watchers == 0 && w.stop != nil {
 				close(w.stop)
 				w.stop = nil
@@ -78,7 +97,8 @@ func (w *portWatch) polledChan() <-chan struct{} {
 }
 
 func (m *Manager) pollPorts(stop chan struct{}) {
-	t := time.NewTicker(PortPollInterval)
+	w := &m.ports
+	t := time.NewTimer(0)
 	defer t.Stop()
 	for {
 		// With no command running there is nothing to poll: sleep until
@@ -93,8 +113,23 @@ func (m *Manager) pollPorts(stop chan struct{}) {
 				return
 			}
 		}
+		w.mu.Lock()
+		every := FeedPortPollInterval
+		if w.waiters > 0 {
+			every = PortPollInterval
+		}
+		if w.faster == nil {
+			w.faster = make(chan struct{})
+		}
+		faster := w.faster
+		w.mu.Unlock()
+		t.Reset(every)
 		select {
 		case <-t.C:
+		case <-faster: // a wait_port began: poll now, then every PortPollInterval
+			if !t.Stop() {
+				<-t.C
+			}
 		case <-stop:
 			return
 		}
@@ -256,7 +291,7 @@ func (m *Manager) Ports() ([]wire.Port, error) {
 // WaitPortResult saying which (and Listeners while it runs). The port
 // poller runs meanwhile.
 func (c *Command) WaitPort(ctx context.Context, port int, d time.Duration) Status {
-	stop := c.m.WatchPorts()
+	stop := c.m.watchPorts(true)
 	defer stop()
 	timer := time.NewTimer(d)
 	defer timer.Stop()

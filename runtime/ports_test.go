@@ -14,7 +14,7 @@ import (
 )
 
 // freePort returns a TCP port of 127.0.0.1 free a moment ago.
-func freePort(t *testing.T) int {
+func freePort(t testing.TB) int {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
