@@ -283,3 +283,34 @@ func TestEventFeedWebSocket(t *testing.T) {
 		t.Fatalf("after a client frame: %v; want close 1003", err)
 	}
 }
+
+// TestEventFeedShutdownEndLine: shutdown ends an open feed (NDJSON) with
+// its end line, reason shutting_down, carrying a cursor.
+func TestEventFeedShutdownEndLine(t *testing.T) {
+	ts := newTestServer(t, atQuietAPI)
+	f := evOpen(t, ts, "cursor=now&max_wait=60")
+	defer f.close()
+	ended := make(chan wire.FeedEvent, 1)
+	go func() {
+		for {
+			e, ok := f.next()
+			if !ok {
+				close(ended)
+				return
+			}
+			if e.Type == wire.FeedEnd {
+				ended <- e
+				return
+			}
+		}
+	}()
+	ts.EndStreams()
+	select {
+	case e, ok := <-ended:
+		if !ok || e.Reason != wire.EndShuttingDown || e.NextCursor == "" {
+			t.Fatalf("the feed ended with %+v (ok %v); want end shutting_down", e, ok)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the feed was not ended 10 s after EndStreams")
+	}
+}
