@@ -21,7 +21,7 @@ const (
 	FeedExpired   = "expired"   // its handle was dropped after the result TTL
 	FeedEvicted   = "evicted"   // its handle was dropped to keep the retained count
 	FeedGap       = "gap"       // the cursor asked for is older than the log: dropped_events were lost
-	FeedHeartbeat = "heartbeat" // nothing happened for 10 s (NDJSON only)
+	FeedHeartbeat = "heartbeat" // nothing happened for 5–15 s (NDJSON only; protocol.md)
 	FeedEnd       = "end"       // the window closed: reason max_wait, caught_up or shutting_down
 )
 
