@@ -138,16 +138,21 @@ func (m *Manager) pollPorts(stop chan struct{}) {
 
 // pollPortsOnce reads the listeners of every running command, logs what
 // changed since the last poll, and wakes the waiters. It returns how many
-// commands run.
+// commands run or are being started.
 func (m *Manager) pollPortsOnce() int {
 	m.mu.Lock()
-	cmds := make([]*Command, 0, len(m.order))
-	for _, c := range m.order {
-		if c.isRunning() {
+	all := slices.Clone(m.order) // c.mu is taken without m.mu (as List does)
+	m.mu.Unlock()
+	cmds := make([]*Command, 0, len(all))
+	starting := 0 // commands being spawned: they run in a moment, without another event
+	for _, c := range all {
+		switch c.currentState() {
+		case StateRunning:
 			cmds = append(cmds, c)
+		case StateStarting:
+			starting++
 		}
 	}
-	m.mu.Unlock()
 	ns := newNSCache()
 	w := &m.ports
 	w.mu.Lock()
@@ -184,7 +189,7 @@ func (m *Manager) pollPortsOnce() int {
 	if ch != nil {
 		close(ch)
 	}
-	return len(cmds)
+	return len(cmds) + starting
 }
 
 // nsCache reads each network namespace's socket tables once per poll.
@@ -245,13 +250,14 @@ func (m *Manager) Ports() ([]wire.Port, error) {
 		return nil, err
 	}
 	m.mu.Lock()
-	cmds := make([]*Command, 0, len(m.order))
-	for _, c := range m.order {
+	all := slices.Clone(m.order)
+	m.mu.Unlock()
+	cmds := make([]*Command, 0, len(all))
+	for _, c := range all {
 		if c.isRunning() {
 			cmds = append(cmds, c)
 		}
 	}
-	m.mu.Unlock()
 	owner := make(map[uint64]string)
 	for _, c := range cmds {
 		c.mu.Lock()
@@ -322,8 +328,10 @@ func (c *Command) WaitPort(ctx context.Context, port int, d time.Duration) Statu
 }
 
 // isRunning reports whether c's process runs (started, not finished).
-func (c *Command) isRunning() bool {
+func (c *Command) isRunning() bool { return c.currentState() == StateRunning }
+
+func (c *Command) currentState() State {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.state == StateRunning
+	return c.state
 }

@@ -129,3 +129,35 @@ func TestPortsLoopbackOnlyAndWaitPort(t *testing.T) {
 		}
 	}
 }
+
+// TestPortsClosedEvent: a running command that closes its listening
+// socket gets a closed event (after its listening), while it still runs.
+func TestPortsClosedEvent(t *testing.T) {
+	py := needPython(t)
+	m := newManager(t, nil)
+	feed, err := m.OpenEvents("now", EventFilter{Types: []string{wire.FeedListening, wire.FeedClosed}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := m.WatchPorts()
+	defer stop()
+	port := freePort(t)
+	prog := "import socket,sys,time\n" +
+		"s=socket.socket(); s.bind(('127.0.0.1', " + strconv.Itoa(port) + ")); s.listen()\n" +
+		"sys.stdin.read(); s.close(); time.sleep(60)\n"
+	c := mustCreate(t, m, CreateRequest{Argv: []string{py, "-c", prog}, Stdin: true})
+	defer func() { c.Kill(context.Background()); waitDone(t, c) }()
+	if st := c.WaitPort(context.Background(), port, 20*time.Second); st.WaitPortResult != wire.WaitPortListening {
+		t.Fatalf("wait_port: %q", st.WaitPortResult)
+	}
+	if _, _, err := c.WriteStdin(nil, true); err != nil { // the end of stdin: it closes the socket
+		t.Fatal(err)
+	}
+	evs := readEvents(t, feed, 2)
+	if evs[0].Type != wire.FeedListening || evs[1].Type != wire.FeedClosed || evs[1].Listener == nil || evs[1].Listener.Port != port || evs[1].CommandID != c.ID() {
+		t.Fatalf("events %+v; want listening then closed of port %d", evs, port)
+	}
+	if !c.isRunning() {
+		t.Fatal("the command ended: closed must come while it runs")
+	}
+}
