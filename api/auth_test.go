@@ -67,6 +67,8 @@ var authProtected = []authRequest{
 	{"GET", "/metrics", ""},
 	{"POST", "/execute", `{"command":"true"}`},
 	{"POST", "/upload", ""},
+	{"GET", "/v1/events?follow=false", ""},
+	{"GET", "/v1/ports", ""},
 }
 
 // authLegacyPaths are the legacy file routes, which the middleware serves

@@ -40,7 +40,7 @@ func (s *Server) featureList() []string {
 	if s.metrics != nil {
 		out = append(out, wire.FeatureMetrics)
 	}
-	return append(out, wire.FeatureIdempotentCreate, wire.FeaturePTY, wire.FeatureContexts)
+	return append(out, wire.FeatureIdempotentCreate, wire.FeaturePTY, wire.FeatureContexts, wire.FeatureEvents, wire.FeaturePorts)
 }
 
 func (s *Server) info(w http.ResponseWriter, r *http.Request) {
@@ -158,8 +158,9 @@ func (s *Server) listCommands(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) getCommand(w http.ResponseWriter, r *http.Request) {
-	q := parseQuery(r, "wait")
+	q := parseQuery(r, "wait", "wait_port")
 	wait := q.seconds("wait", 0, maxWaitSeconds)
+	port := q.port("wait_port")
 	if q.err != nil {
 		fail(w, q.err)
 		return
@@ -169,10 +170,20 @@ func (s *Server) getCommand(w http.ResponseWriter, r *http.Request) {
 		fail(w, err)
 		return
 	}
+	if port > 0 && r.Method != http.MethodHead {
+		// As ?wait: the headers at once, the status when the port
+		// listens, the command ends or the wait (0: none) runs out;
+		// wait_port_result says which (ports.md).
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusOK)
+		http.NewResponseController(w).Flush()
+		w.Write(marshal(c.WaitPort(r.Context(), port, secondsDur(wait))))
+		return
+	}
 	if wait <= 0 || r.Method == http.MethodHead {
 		// A HEAD has no body to wait for: its headers now, so that a
 		// kept-alive connection carries the client's next request at once.
-		writeJSON(w, http.StatusOK, c.Status())
+		writeJSON(w, http.StatusOK, withListeners(c))
 		return
 	}
 	// Flush the headers at once: routers give up on headers after 30 s.
@@ -181,6 +192,29 @@ func (s *Server) getCommand(w http.ResponseWriter, r *http.Request) {
 	http.NewResponseController(w).Flush()
 	st := c.Wait(r.Context(), secondsDur(wait))
 	w.Write(marshal(st))
+}
+
+// withListeners is c's status with its listening sockets while it runs
+// (the single GET only: a list of many commands reads no /proc).
+func withListeners(c *runtime.Command) wire.Status {
+	st := c.Status()
+	st.Listeners = c.Listeners()
+	return st
+}
+
+// ports serves GET /v1/ports: every listening socket of the sandbox's
+// network namespace, with the command holding it or null.
+func (s *Server) ports(w http.ResponseWriter, r *http.Request) {
+	if q := parseQuery(r); q.err != nil {
+		fail(w, q.err)
+		return
+	}
+	ps, err := s.m.Ports()
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, wire.PortsResponse{Ports: ps})
 }
 
 func (s *Server) commandOutput(w http.ResponseWriter, r *http.Request) {

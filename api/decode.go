@@ -302,6 +302,19 @@ func (q *query) seconds(name string, def, max float64) float64 {
 	return math.Min(f, max)
 }
 
+// port parses a port number 1–65535; 0 when absent.
+func (q *query) port(name string) int {
+	if q.err != nil || !q.has(name) {
+		return 0
+	}
+	n, err := strconv.Atoi(q.v.Get(name))
+	if err != nil || n < 1 || n > 65535 {
+		q.err = badRequest(fmt.Sprintf("query parameter %q must be a port number 1-65535, not %q", name, q.v.Get(name)))
+		return 0
+	}
+	return n
+}
+
 // cursor parses a non-negative integer.
 func (q *query) cursor(name string) int64 {
 	if q.err != nil || !q.has(name) {

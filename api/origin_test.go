@@ -106,6 +106,8 @@ func TestBrowserOriginRefused(t *testing.T) {
 			{"PUT", "/v1/files/x.txt", "data"},
 			{"POST", "/execute", `{"command":"true"}`},
 			{"GET", "/list/", ""},
+			{"GET", "/v1/events?follow=false", ""},
+			{"GET", "/v1/ports", ""},
 		} {
 			code, h, body := brDo(t, r.method, ts.URL+r.path, r.body, evil)
 			if code != http.StatusForbidden || brCode(body) != "forbidden" || h.Get("Access-Control-Allow-Origin") != "" {

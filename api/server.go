@@ -143,6 +143,8 @@ func (s *Server) routeTable() []httpx.Route {
 		{Pattern: "/v1/commands/{id}/signal", Methods: map[string]http.HandlerFunc{"POST": s.signalCommand}},
 		{Pattern: "/v1/commands/{id}/kill", Methods: map[string]http.HandlerFunc{"POST": s.killCommand}},
 		{Pattern: "/v1/commands/{id}/resize", Methods: map[string]http.HandlerFunc{"POST": s.resizeCommand}},
+		{Pattern: "/v1/events", Methods: map[string]http.HandlerFunc{"GET": s.events}},
+		{Pattern: "/v1/ports", Methods: map[string]http.HandlerFunc{"GET": s.ports}},
 		{Pattern: "/v1/files/{path...}", Methods: map[string]http.HandlerFunc{"GET": s.getFile, "HEAD": s.getFile, "PUT": s.putFile, "DELETE": s.deleteFile}},
 	}
 	// code contexts (contexts.go)

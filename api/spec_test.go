@@ -601,6 +601,8 @@ func TestSpecResponsesValidate(t *testing.T) {
 	t.Run("commands", func(t *testing.T) { specScenarioCommands(t, c, ts) })
 	t.Run("limits", func(t *testing.T) { specScenarioLimits(t, doc, token) })
 	t.Run("attach", func(t *testing.T) { specScenarioAttach(t, c) })
+	t.Run("events", func(t *testing.T) { specScenarioEvents(t, c) })
+	t.Run("ports", func(t *testing.T) { specScenarioPorts(t, c) })
 	t.Run("pty", func(t *testing.T) { specScenarioPTY(t, c) })
 	t.Run("files", func(t *testing.T) { specScenarioFiles(t, c, ts) })
 	t.Run("legacy", func(t *testing.T) { specScenarioLegacy(t, c) })

@@ -52,6 +52,8 @@ func commands() map[string]func(*cli, []string) int {
 		"kill":   (*cli).kill,
 		"cp":     (*cli).cp,
 		"code":   (*cli).code,
+		"events": (*cli).events,
+		"wait":   (*cli).wait,
 	}
 }
 
@@ -79,6 +81,8 @@ go after the subcommand):
   sandbox-runtime kill [-s SIGNAL] ID
   sandbox-runtime cp SRC DST        (":path" is in the sandbox, "-" is stdin or stdout)
   sandbox-runtime code [--context ID] [--out DIR] [-f FILE | CODE]   (Python in a code context; -i: a REPL)
+  sandbox-runtime events [-f] [--json] [--cursor C] [--type T,…] [--id ID]…
+  sandbox-runtime wait [--any] [--timeout S] ID…
 `)
 }
 

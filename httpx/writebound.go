@@ -38,6 +38,17 @@ func (b *WriteBound) Arm() {
 	b.RC.SetWriteDeadline(d)
 }
 
+// ArmAt sets the deadline for the next write at d, or the answer's limit if
+// that is sooner (Arm with a deadline chosen by the caller).
+func (b *WriteBound) ArmAt(d time.Time) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.limit.IsZero() && b.limit.Before(d) {
+		d = b.limit
+	}
+	b.RC.SetWriteDeadline(d)
+}
+
 // Lower brings the answer's limit forward to t (never back) and applies it
 // at once, to a write in progress too.
 func (b *WriteBound) Lower(t time.Time) {

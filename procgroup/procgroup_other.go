@@ -82,3 +82,7 @@ func (p *Process) zombie() bool { return false }
 
 // MarkInheritedFDs does nothing on systems other than Linux.
 func MarkInheritedFDs() []int { return nil }
+
+// Members returns nil: without /proc the processes of a command are not
+// known here.
+func (p *Process) Members() []int { return nil }

@@ -60,6 +60,7 @@ type Config struct {
 	KillGrace      time.Duration // SIGTERM→SIGKILL grace, and pipe grace after leader exit (SANDBOX_KILL_GRACE_SECONDS); NoKillGrace for none
 	StdinLimit     int           // bytes queued for a command's stdin
 	Tombstones     int           // ids of dropped handles remembered for 410
+	EventLog       int           // events the lifecycle feed retains (0: EventLogSize; events.go)
 	BaseDir        string        // default cwd; must be absolute
 	Env            []string      // the environment every command starts from ("K=V")
 

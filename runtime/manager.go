@@ -44,6 +44,9 @@ type Manager struct {
 	tombOrder []string // tombstone ids, oldest first (bounded by cfg.Tombstones)
 	closing   bool
 	closeOnce sync.Once
+
+	feed  eventLog  // the lifecycle event feed (events.go); its own lock
+	ports portWatch // the listening-port poller (ports.go); its own lock
 }
 
 // New returns a Manager that starts processes with reaper. The caller owns
@@ -86,12 +89,16 @@ func (m *Manager) janitor() {
 	defer close(m.janitorDone)
 	t := time.NewTicker(sweepInterval)
 	defer t.Stop()
+	m.feed.mu.Lock()
+	m.feed.tick0 = time.Now()
+	m.feed.mu.Unlock()
 	for {
 		select {
 		case <-t.C:
 			m.mu.Lock()
 			m.sweepLocked()
 			m.mu.Unlock()
+			m.feed.tick()
 		case <-m.stopJanitor:
 			return
 		}
@@ -193,6 +200,7 @@ func (m *Manager) Create(r CreateRequest) (Status, bool, error) {
 	c.mu.Unlock()
 	close(c.startedCh)
 	m.obs.CommandStarted(spawn)
+	m.feed.commandStarted(c)
 	c.log.Info("command started", zap.String("argv0", s.argv[0]), zap.Int("pid", p.Pid),
 		zap.Float64("timeout_seconds", s.timeout.Seconds()), zap.Bool("stdin", s.stdin), zap.Bool("pty", s.pty != nil))
 	go c.run(p)
@@ -222,6 +230,7 @@ func (m *Manager) evictLocked() {
 		}
 		m.dropLocked(oldest, GoneEvicted)
 		m.obs.HandleEvicted()
+		m.feed.handleDropped(oldest, GoneEvicted, m.cfg.Clock.Now())
 	}
 }
 
@@ -235,6 +244,7 @@ func (m *Manager) sweepLocked() {
 		if expired {
 			m.dropLocked(c, GoneExpired)
 			m.obs.HandleExpired()
+			m.feed.handleDropped(c, GoneExpired, now)
 		}
 	}
 }
@@ -261,6 +271,7 @@ func (m *Manager) removeLocked(c *Command) {
 func (m *Manager) finished(c *Command, s State, truncated bool) {
 	c.running() // its ClassCommand place
 	m.obs.CommandFinished(s, truncated)
+	m.feed.commandExited(c)
 }
 
 // Get returns the command with id. Errors: ErrNotFound (never seen, or not a

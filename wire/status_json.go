@@ -128,6 +128,9 @@ func AppendStatusEvent(b []byte, typ string, s *Status, next int64) []byte {
 // plain reports whether every value of s has an encoding (encoding/json
 // refuses NaN and infinite numbers, and times it cannot write as RFC 3339).
 func (s *Status) plain() bool {
+	if s.Listeners != nil || s.WaitPortResult != "" { // GET /v1/commands/{id} only: encoding/json
+		return false
+	}
 	if math.IsNaN(s.TimeoutSeconds) || math.IsInf(s.TimeoutSeconds, 0) {
 		return false
 	}

@@ -148,6 +148,11 @@ type Status struct {
 	// OOMKilled: the kernel's OOM killer ended a process of the command
 	// (false until finished; docs/protocol.md §2 "Process limits").
 	OOMKilled bool `json:"oom_killed"`
+
+	// Listeners (GET /v1/commands/{id} of a running command, feature
+	// "ports") and WaitPortResult (with ?wait_port=N): wire/ports.go.
+	Listeners      []Listener `json:"listeners,omitempty"`
+	WaitPortResult string     `json:"wait_port_result,omitempty"`
 }
 
 // Resources is what the kernel reported for the process tree at reap time.

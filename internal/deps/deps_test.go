@@ -29,6 +29,7 @@ var layer = map[string]int{
 	"internal/errno":     -1, // below every layer: imported by leaves too
 	"ringbuf":            0,
 	"procgroup":          0,
+	"netports":           0, // listening sockets from /proc (issue 23): runtime's, like procgroup
 	"shlex":              0,
 	"fsroot":             0,
 	"wire":               0,
@@ -47,7 +48,7 @@ var layer = map[string]int{
 
 // processLayer is what only runtime may import: the transports reach
 // processes through runtime.
-var processLayer = []string{"procgroup"}
+var processLayer = []string{"procgroup", "netports"}
 
 // transportMay are the pure leaves below runtime whose names a transport may
 // use as they are, each name listed on purpose (the rest of the package
@@ -75,6 +76,7 @@ var leaves = map[string][]string{
 	"internal/errno":     nil,
 	"pycompat":           {"internal/errno"},
 	"procgroup":          {"internal/errno"},
+	"netports":           nil,
 	"internal/tokenfile": {"wire"},
 	"client":             {"wire"}, // a client of the protocol links no part of the server
 	// The command-line client sits on client, with no layer: nothing of the

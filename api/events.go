@@ -1,0 +1,356 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/gorilla/websocket"
+	"go.uber.org/zap"
+
+	"github.com/sandbox-runtime/sandbox-runtime/httpx"
+	"github.com/sandbox-runtime/sandbox-runtime/runtime"
+	"github.com/sandbox-runtime/sandbox-runtime/wire"
+)
+
+// GET /v1/events (protocol.md §4 "The event feed"): the lifecycle events of
+// every command, as NDJSON lines under the windows, deadlines and
+// keep-alive rules of a command's output stream (ndjsonSink, the same
+// bounds), or as WebSocket text frames when the request is an upgrade (the
+// writer, pings and shutdown of an attachment, attach.go).
+
+// feedBatch is how many events one read of the log copies out: with the
+// sink's 64 KiB flush size, what a stream holds stays small.
+const feedBatch = 256
+
+// feedEvent is one line of the feed.
+type feedEvent = wire.FeedEvent
+
+// events serves GET /v1/events.
+func (s *Server) events(w http.ResponseWriter, r *http.Request) {
+	q := parseQuery(r, "cursor", "follow", "max_wait", "type", "command_id")
+	follow := q.boolean("follow", true)
+	window := q.seconds("max_wait", defaultWindowSeconds, maxWindowSeconds)
+	if q.err != nil {
+		fail(w, q.err)
+		return
+	}
+	filter := runtime.EventFilter{Types: splitList(q.v.Get("type")), CommandIDs: splitList(q.v.Get("command_id"))}
+	if q.has("type") && len(filter.Types) == 0 || q.has("command_id") && len(filter.CommandIDs) == 0 {
+		fail(w, badRequest(`query parameters "type" and "command_id" are comma-separated lists and may not be empty`))
+		return
+	}
+	feed, err := s.m.OpenEvents(q.v.Get("cursor"), filter)
+	if errors.Is(err, runtime.ErrStaleCursor) {
+		// Never misread, never a gap: the client must start over.
+		writeError(w, http.StatusConflict, wire.CodeStaleCursor, err.Error(), nil)
+		return
+	}
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	if websocket.IsWebSocketUpgrade(r) {
+		s.eventsWebSocket(w, r, feed)
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/x-ndjson")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Accel-Buffering", "no")
+	if r.Method == http.MethodHead {
+		w.WriteHeader(http.StatusOK)
+		return
+	}
+	w.WriteHeader(http.StatusOK)
+	// The bounds of streamNDJSON: unsent limit, write deadlines within the
+	// window, the shutdown grace, and the connection left clean for the
+	// next request once the last line is written.
+	conn := requestConn(r.Context())
+	if conn != nil {
+		limitUnsent(conn, streamUnsentLimit)
+	}
+	rc := http.NewResponseController(w)
+	sink := &ndjsonSink{w: w, rc: rc, bound: httpx.WriteBound{RC: rc, Wait: streamWriteWait}}
+	sink.lower(time.Now().Add(secondsDur(window) + streamEndGrace))
+	stopShutdown := context.AfterFunc(s.streamsCtx, func() { sink.lower(time.Now().Add(streamShutdownGrace)) })
+	defer func() {
+		if stopShutdown() {
+			sink.armDeadline()
+			if conn != nil {
+				limitUnsent(conn, 0)
+			}
+		}
+	}()
+	fsink := feedNDJSON{sink, s.m, s.opts.HeartbeatInterval == runtime.TickInterval}
+	if err := fsink.flush(); err != nil {
+		return
+	}
+	defer s.metrics.StreamOpened()()
+	defer s.m.WatchPorts()() // listening/closed events while a subscriber is there
+	s.streamFeed(r.Context(), feed, streamOptions{follow: follow, window: secondsDur(window), heartbeatEvery: s.opts.HeartbeatInterval}, fsink)
+}
+
+// feedNDJSON is the ndjsonSink of a feed whose write deadlines fall on the
+// Manager's own 10 s ticks (Manager.TickAfter): the first tick at least
+// half a tick from now, so every write has 5–15 s. A deadline is a Go
+// runtime timer that fires (or, taken off, still wakes the runtime) at its
+// time; one 10 s after each batch would wake an idle daemon with a feed
+// open once more per 10 s, between its own ticks. With another heartbeat
+// interval than the tick (shared false) the deadlines are the stream's
+// usual 10 s.
+type feedNDJSON struct {
+	*ndjsonSink
+	m      *runtime.Manager
+	shared bool
+}
+
+func (f feedNDJSON) flush() error {
+	if !f.shared {
+		return f.ndjsonSink.flush()
+	}
+	f.bound.ArmAt(f.m.TickAfter(time.Now().Add(runtime.TickInterval / 2)))
+	if len(f.buf) > 0 {
+		if _, err := f.w.Write(f.buf); err != nil {
+			return err
+		}
+		f.buf = f.buf[:0]
+	}
+	return f.rc.Flush()
+}
+
+// splitList splits a comma-separated query value; "" is no list.
+func splitList(v string) []string {
+	if v == "" {
+		return nil
+	}
+	return strings.Split(v, ",")
+}
+
+// streamFeed sends the events of feed to sink until the end of the window,
+// shutdown (an `end` line either way), or the end of ctx (nothing more is
+// sent). Like streamEvents it checks the window and shutdown on every pass,
+// so that a reader slower than the events cannot hold a stream open; with
+// nothing to send it waits for the log's next event, a heartbeat, the
+// window or shutdown, and wakes for nothing else.
+func (s *Server) streamFeed(ctx context.Context, feed *runtime.EventFeed, o streamOptions, sink eventSink) error {
+	var (
+		evs  []wire.FeedEvent
+		line []byte
+	)
+	window := time.NewTimer(o.window)
+	defer window.Stop()
+	// Heartbeats: at the default interval, which is the Manager's own
+	// timer period, they are timed by its ticks (a heartbeat at the first
+	// tick at least half an interval after the last line: 5–15 s of
+	// silence), so that an open feed adds no wake-up of its own to the
+	// idle daemon's one per 10 s. Any other interval has its own ticker.
+	var hb *time.Ticker
+	var hbC <-chan time.Time
+	var tickC <-chan struct{}
+	shared := o.heartbeatEvery == runtime.TickInterval
+	switch {
+	case shared:
+		tickC = s.m.Tick()
+	case o.heartbeatEvery > 0:
+		hb = time.NewTicker(o.heartbeatEvery)
+		defer hb.Stop()
+		hbC = hb.C
+	}
+	lastLine := time.Now()
+	closing := ""
+	for {
+		if closing == "" {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-s.streamsCtx.Done():
+				closing = wire.EndShuttingDown
+			case <-window.C:
+				closing = wire.EndMaxWait
+			default:
+			}
+		}
+		if closing != "" {
+			return feedLine(sink, &line, feedEvent{Type: wire.FeedEnd, Reason: closing, NextCursor: feed.Cursor().String()}, true)
+		}
+		notify := feed.Notify()
+		res := feed.Read(evs[:0], feedBatch)
+		evs = res.Events
+		if res.Dropped > 0 {
+			dropped := res.Dropped
+			gap := feedEvent{Type: wire.FeedGap, Cursor: res.GapFrom.String(), DroppedEvents: &dropped,
+				NextCursor: wire.FeedCursor{Instance: res.GapFrom.Instance, Seq: res.GapFrom.Seq + dropped}.String()}
+			if err := feedLine(sink, &line, gap, false); err != nil {
+				return err
+			}
+		}
+		for i := range evs {
+			if err := feedLine(sink, &line, evs[i], false); err != nil {
+				return err
+			}
+		}
+		if len(evs) > 0 || res.Dropped > 0 {
+			if err := sink.flush(); err != nil {
+				return err
+			}
+			if hb != nil {
+				hb.Reset(o.heartbeatEvery)
+			}
+			lastLine = time.Now()
+		}
+		if !feed.CaughtUp() {
+			continue // more is logged already (or the filter skipped a full scan)
+		}
+		if !o.follow {
+			return feedLine(sink, &line, feedEvent{Type: wire.FeedEnd, Reason: wire.EndCaughtUp, NextCursor: res.Next.String()}, true)
+		}
+		select {
+		case <-notify:
+		case <-hbC:
+			if err := feedLine(sink, &line, feedEvent{Type: wire.FeedHeartbeat, NextCursor: feed.Cursor().String()}, true); err != nil {
+				return err
+			}
+		case <-tickC:
+			tickC = s.m.Tick()
+			if time.Since(lastLine) >= o.heartbeatEvery/2 {
+				if err := feedLine(sink, &line, feedEvent{Type: wire.FeedHeartbeat, NextCursor: feed.Cursor().String()}, true); err != nil {
+					return err
+				}
+				lastLine = time.Now()
+			}
+		case <-window.C:
+			closing = wire.EndMaxWait
+		case <-s.streamsCtx.Done():
+			closing = wire.EndShuttingDown
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// feedLine encodes e into *line and hands it to sink, flushing when asked.
+func feedLine(sink eventSink, line *[]byte, e feedEvent, flush bool) error {
+	*line = append((*line)[:0], marshal(e)...)
+	if err := sink.event(*line); err != nil {
+		return err
+	}
+	if flush {
+		return sink.flush()
+	}
+	return nil
+}
+
+// eventsWebSocket serves the feed on a WebSocket: the writer, pings,
+// connection accounting and shutdown of an attachment (attach.go), with a
+// reader that takes no client frames (a text or binary frame closes the
+// connection with 1003) and a window that lasts until the client leaves.
+func (s *Server) eventsWebSocket(w http.ResponseWriter, r *http.Request, feed *runtime.EventFeed) {
+	if s.streamsCtx.Err() != nil {
+		fail(w, runtime.ErrShuttingDown)
+		return
+	}
+	release, ok := s.conns.admitAttach(requestConn(r.Context()))
+	if !ok {
+		s.conns.refuseAttach(w)
+		return
+	}
+	defer release()
+	pingPeriod, pongWait, writeWait := attachTimings(s.opts.HeartbeatInterval)
+	up := websocket.Upgrader{
+		HandshakeTimeout: writeWait,
+		ReadBufferSize:   1 << 10,
+		WriteBufferSize:  32 << 10,
+		WriteBufferPool:  &attachWriteBuffers,
+		CheckOrigin:      s.origins.allows,
+		Error:            upgradeError,
+	}
+	hdr := http.Header{}
+	for _, k := range []string{"Sandbox-Runtime-Version", "X-Request-ID"} {
+		if v := w.Header().Get(k); v != "" {
+			hdr.Set(k, v)
+		}
+	}
+	conn, err := up.Upgrade(w, r, hdr)
+	if err != nil {
+		return
+	}
+	if tc, ok := conn.NetConn().(*net.TCPConn); ok {
+		tc.SetWriteBuffer(attachSendBuffer)
+	}
+	limitUnsent(conn.NetConn(), streamUnsentLimit)
+	defer s.m.WatchPorts()() // listening/closed events while a subscriber is there
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	a := &attachment{
+		s: s, conn: conn,
+		log:        s.log.With(zap.String("stream", "events")),
+		pingPeriod: pingPeriod, pongWait: pongWait, writeWait: writeWait,
+		events:    make(chan wsFrame),
+		out:       make(chan wsFrame, attachQueue),
+		ctl:       make(chan wsFrame, 4),
+		stop:      make(chan struct{}),
+		readDone:  make(chan struct{}),
+		writeDone: make(chan struct{}),
+		feedDone:  make(chan struct{}),
+		finished:  make(chan struct{}),
+		cancel:    cancel,
+	}
+	close(a.feedDone) // no stdin
+	defer close(a.finished)
+	if !s.hijacked.add(a) {
+		conn.Close()
+		return
+	}
+	defer s.hijacked.remove(a)
+	defer s.metrics.WebSocketOpened()()
+	go a.feedReadLoop()
+	go a.writeLoop()
+	sink := &attachSink{a: a}
+	err = s.streamFeed(ctx, feed, streamOptions{follow: true, window: attachWindow}, sink)
+	code := websocket.CloseNormalClosure
+	switch {
+	case err == nil && sink.ended:
+		code = websocket.CloseGoingAway
+	case errors.Is(err, errAttachClosed), errors.Is(err, context.Canceled):
+		code = -1
+	case err != nil:
+		a.log.Error("event feed failed", zap.Error(err))
+		code = websocket.CloseInternalServerErr
+	}
+	if code >= 0 {
+		a.enqueue(a.events, wsFrame{kind: websocket.CloseMessage, closeCode: code})
+	}
+	<-a.writeDone
+	<-a.readDone
+}
+
+// feedReadLoop is the reader of a feed WebSocket: pings, pongs and the
+// close handshake; any data frame ends the connection (close 1003).
+func (a *attachment) feedReadLoop() {
+	defer close(a.readDone)
+	a.conn.SetReadLimit(4 << 10)
+	a.conn.SetReadDeadline(time.Now().Add(a.pongWait))
+	a.conn.SetPongHandler(func(string) error {
+		return a.conn.SetReadDeadline(time.Now().Add(a.pongWait))
+	})
+	a.conn.SetPingHandler(func(data string) error {
+		a.control(wsFrame{kind: websocket.PongMessage, data: []byte(data)})
+		return nil
+	})
+	a.conn.SetCloseHandler(func(code int, _ string) error {
+		var msg []byte
+		if code != websocket.CloseNoStatusReceived {
+			msg = websocket.FormatCloseMessage(code, "")
+		}
+		a.control(wsFrame{kind: websocket.CloseMessage, data: msg})
+		return nil
+	})
+	if _, _, err := a.conn.ReadMessage(); err != nil {
+		return
+	}
+	a.control(wsFrame{kind: websocket.CloseMessage, data: websocket.FormatCloseMessage(websocket.CloseUnsupportedData, "the event feed takes no client frames")})
+}
