@@ -35,6 +35,7 @@ var layer = map[string]int{
 	"pycompat":           0,
 	"internal/tokenfile": 0, // the token file's reading: api's and the CLI's one
 	"sandboxd/processv1": 0, // generated from upstream's process.proto
+	"watch":              1, // inotify watches of the base dir: beside runtime, on fsroot only
 	"runtime":            1,
 	"httpx":              2, // HTTP plumbing of the transports: above runtime, which must not speak HTTP
 	"metrics":            2,
@@ -75,6 +76,7 @@ var leaves = map[string][]string{
 	"pycompat":           {"internal/errno"},
 	"procgroup":          {"internal/errno"},
 	"internal/tokenfile": {"wire"},
+	"watch":              {"fsroot"}, // no HTTP, no wire: api translates its events
 	"client":             {"wire"}, // a client of the protocol links no part of the server
 	// The command-line client sits on client, with no layer: nothing of the
 	// server may import it, and it imports nothing of the server (api,
