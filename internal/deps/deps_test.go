@@ -77,7 +77,7 @@ var leaves = map[string][]string{
 	"procgroup":          {"internal/errno"},
 	"internal/tokenfile": {"wire"},
 	"watch":              {"fsroot"}, // no HTTP, no wire: api translates its events
-	"client":             {"wire"}, // a client of the protocol links no part of the server
+	"client":             {"wire"},   // a client of the protocol links no part of the server
 	// The command-line client sits on client, with no layer: nothing of the
 	// server may import it, and it imports nothing of the server (api,
 	// legacy, metrics, httpx, runtime, procgroup, ringbuf, …): a limit it
