@@ -51,6 +51,7 @@ func commands() map[string]func(*cli, []string) int {
 		"attach": (*cli).attach,
 		"kill":   (*cli).kill,
 		"cp":     (*cli).cp,
+		"watch":  (*cli).watch, // watch.go
 	}
 }
 
@@ -77,6 +78,7 @@ go after the subcommand):
   sandbox-runtime attach [--no-stdin] [--cursor N] ID
   sandbox-runtime kill [-s SIGNAL] ID
   sandbox-runtime cp SRC DST        (":path" is in the sandbox, "-" is stdin or stdout)
+  sandbox-runtime watch [-r] PATH   (changes below PATH, relative to the base dir)
 `)
 }
 

@@ -125,8 +125,8 @@ func TestTerminalLimitIsTheDaemons(t *testing.T) {
 // takes, and Run refuses another name as a usage error.
 func TestCommandsAreTheSubcommands(t *testing.T) {
 	names := Commands()
-	if len(names) != 7 {
-		t.Fatalf("Commands() = %v; want the 7 subcommands", names)
+	if len(names) != 8 {
+		t.Fatalf("Commands() = %v; want the 8 subcommands", names)
 	}
 	for _, n := range names {
 		if !IsCommand(n) {
