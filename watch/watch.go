@@ -389,39 +389,50 @@ func FDInfo(fd int) ([]WatchedInode, error) {
 	var out []WatchedInode
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	for sc.Scan() {
-		line := sc.Text()
-		if !strings.HasPrefix(line, "inotify ") {
-			continue
+		if e, ok := parseFDInfoLine(sc.Text()); ok {
+			out = append(out, e)
 		}
-		var e WatchedInode
-		for _, f := range strings.Fields(line[len("inotify "):]) {
-			k, v, _ := strings.Cut(f, ":")
-			switch k {
-			case "wd":
-				n, _ := strconv.ParseInt(v, 16, 32) // wd, ino and sdev are hex
-				e.WD = int32(n)
-			case "ino":
-				e.Ino, _ = strconv.ParseUint(v, 16, 64)
-			case "sdev":
-				e.Dev, _ = strconv.ParseUint(v, 16, 64)
-			}
-		}
-		out = append(out, e)
 	}
 	return out, nil
 }
 
+// fdinfoWatch finds wd in the fdinfo of inotify descriptor fd. The kernel
+// lists the newest watch first, so the read stops after the first lines
+// for a watch just added: adding n directories costs O(n), not O(n²).
 func fdinfoWatch(fd int, wd int32) (ino, dev uint64, found bool, err error) {
-	all, err := FDInfo(fd)
+	f, err := os.Open("/proc/self/fdinfo/" + strconv.Itoa(fd))
 	if err != nil {
 		return 0, 0, false, err
 	}
-	for _, e := range all {
-		if e.WD == wd {
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if e, ok := parseFDInfoLine(sc.Text()); ok && e.WD == wd {
 			return e.Ino, e.Dev, true, nil
 		}
 	}
-	return 0, 0, false, nil
+	return 0, 0, false, sc.Err()
+}
+
+// parseFDInfoLine parses an "inotify wd:… ino:… sdev:…" line (hex numbers).
+func parseFDInfoLine(line string) (WatchedInode, bool) {
+	var e WatchedInode
+	if !strings.HasPrefix(line, "inotify ") {
+		return e, false
+	}
+	for _, f := range strings.Fields(line[len("inotify "):]) {
+		k, v, _ := strings.Cut(f, ":")
+		switch k {
+		case "wd":
+			n, _ := strconv.ParseInt(v, 16, 32)
+			e.WD = int32(n)
+		case "ino":
+			e.Ino, _ = strconv.ParseUint(v, 16, 64)
+		case "sdev":
+			e.Dev, _ = strconv.ParseUint(v, 16, 64)
+		}
+	}
+	return e, true
 }
 
 func join(dir, name string) string {
