@@ -471,3 +471,34 @@ func TestRemovedRoot(t *testing.T) {
 		t.Fatalf("no removed_root: %+v", c.events)
 	}
 }
+
+// TestIdleExpiry: a watch nobody reads is closed after IdleTimeout; one
+// with an open reader is not.
+func TestIdleExpiry(t *testing.T) {
+	base := t.TempDir()
+	m, err := NewManager(base, ManagerOptions{IdleTimeout: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	idle, _ := m.Create("", false)
+	read, _ := m.Create("", false)
+	done := read.Reading()
+	select {
+	case <-idle.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the idle watch did not expire")
+	}
+	if _, err := m.Get(idle.ID); err != ErrNotFound {
+		t.Fatalf("an expired watch: %v, want ErrNotFound", err)
+	}
+	if _, err := m.Get(read.ID); err != nil {
+		t.Fatalf("the read watch expired: %v", err)
+	}
+	done()
+	select {
+	case <-read.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the watch did not expire once its reader left")
+	}
+}
