@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gorilla/websocket"
+
 	"github.com/sandbox-runtime/sandbox-runtime/httpx"
 	"github.com/sandbox-runtime/sandbox-runtime/runtime"
 	"github.com/sandbox-runtime/sandbox-runtime/watch"
@@ -217,6 +219,10 @@ func (s *Server) watchEvents(w http.ResponseWriter, r *http.Request) {
 		fail(w, badRequest(fmt.Sprintf("cursor %d is past the watch's next_cursor %d", cursor, h.NextSeq())))
 		return
 	}
+	if websocket.IsWebSocketUpgrade(r) {
+		s.watchWebSocket(w, r, h, cursor) // watch_ws.go
+		return
+	}
 	s.serveWatchStream(w, r, h, http.StatusOK, cursor, follow, secondsDur(window), nil)
 }
 
@@ -297,12 +303,18 @@ func (s *Server) serveWatchStream(w http.ResponseWriter, r *http.Request, h *wat
 // shutdown, the watch's end, or ctx's end; the last line is `end` with its
 // reason and the cursor to resume from.
 func (s *Server) streamWatch(ctx context.Context, h *watch.Handle, cursor int64, follow bool, window time.Duration, sink eventSink) error {
+	return s.streamWatchEvery(ctx, h, cursor, follow, window, sink, s.opts.HeartbeatInterval)
+}
+
+// streamWatchEvery is streamWatch with a heartbeat every hbEvery (a ping
+// over a WebSocket).
+func (s *Server) streamWatchEvery(ctx context.Context, h *watch.Handle, cursor int64, follow bool, window time.Duration, sink eventSink, hbEvery time.Duration) error {
 	timer := time.NewTimer(window)
 	defer timer.Stop()
 	var hbC <-chan time.Time
 	var hb *time.Ticker
-	if s.opts.HeartbeatInterval > 0 {
-		hb = time.NewTicker(s.opts.HeartbeatInterval)
+	if hbEvery > 0 {
+		hb = time.NewTicker(hbEvery)
 		defer hb.Stop()
 		hbC = hb.C
 	}
@@ -342,7 +354,7 @@ func (s *Server) streamWatch(ctx context.Context, h *watch.Handle, cursor int64,
 				return err
 			}
 			if hb != nil {
-				hb.Reset(s.opts.HeartbeatInterval)
+				hb.Reset(hbEvery)
 			}
 		}
 		switch {

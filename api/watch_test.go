@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gorilla/websocket"
+
 	"github.com/sandbox-runtime/sandbox-runtime/wire"
 )
 
@@ -284,5 +286,63 @@ func TestWatchHTTPShutdown(t *testing.T) {
 	}
 	if last.Type != wire.EventEnd || last.Reason != wire.EndShuttingDown {
 		t.Fatalf("last line %+v, want end shutting_down", last)
+	}
+}
+
+// TestWatchWebSocket: the same events as text frames, resumed from a
+// cursor, ended by DELETE with `end` watch_ended and a close frame.
+func TestWatchWebSocket(t *testing.T) {
+	ts := newTestServer(t, nil)
+	_, info := postWatch(t, ts, `{"path":""}`)
+	os.WriteFile(filepath.Join(ts.BaseDir, "a"), nil, 0o644) // seq 0
+	// Wait (bounded) until the watch has it: then cursor 1 skips it.
+	for end := time.Now().Add(10 * time.Second); ; {
+		r, _ := http.Get(ts.URL + "/v1/watches/" + info.ID)
+		var wi wire.WatchInfo
+		json.NewDecoder(r.Body).Decode(&wi)
+		r.Body.Close()
+		if wi.NextCursor >= 1 {
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatal("the watch never saw a")
+		}
+		time.Sleep(10 * time.Millisecond) // polling a condition with a bound
+	}
+	u := "ws" + strings.TrimPrefix(ts.URL, "http") + "/v1/watches/" + info.ID + "/events?cursor=1"
+	conn, _, err := websocket.DefaultDialer.Dial(u, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetReadDeadline(time.Now().Add(20 * time.Second))
+	os.WriteFile(filepath.Join(ts.BaseDir, "b"), nil, 0o644)
+	var e wire.WatchEvent
+	if err := conn.ReadJSON(&e); err != nil {
+		t.Fatal(err)
+	}
+	if e.Type != wire.WatchCreate || e.Path != "b" || e.Seq == nil || *e.Seq != 1 {
+		t.Fatalf("first frame %+v, want create b at seq 1 (a is before the cursor)", e)
+	}
+	req, _ := http.NewRequest("DELETE", ts.URL+"/v1/watches/"+info.ID, nil)
+	dr, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dr.Body.Close()
+	for {
+		var e wire.WatchEvent
+		if err := conn.ReadJSON(&e); err != nil {
+			t.Fatalf("before the end frame: %v", err)
+		}
+		if e.Type == wire.EventEnd {
+			if e.Reason != wire.EndWatchEnded {
+				t.Fatalf("end %+v", e)
+			}
+			break
+		}
+	}
+	if _, _, err := conn.ReadMessage(); !websocket.IsCloseError(err, websocket.CloseNormalClosure) {
+		t.Fatalf("after end: %v, want a normal close", err)
 	}
 }
