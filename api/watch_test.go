@@ -6,9 +6,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	goruntime "runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -344,5 +347,51 @@ func TestWatchWebSocket(t *testing.T) {
 	}
 	if _, _, err := conn.ReadMessage(); !websocket.IsCloseError(err, websocket.CloseNormalClosure) {
 		t.Fatalf("after end: %v, want a normal close", err)
+	}
+}
+
+// TestWatchHTTPStuckReaderBounded: a client that opens a watch stream and
+// never reads while 40,000 events happen costs the daemon a bounded amount
+// of memory (the log's bounds, one batch, the kernel's socket buffers).
+func TestWatchHTTPStuckReaderBounded(t *testing.T) {
+	ts := newTestServer(t, nil)
+	_, info := postWatch(t, ts, `{"path":""}`)
+	conn, err := net.Dial("tcp", strings.TrimPrefix(ts.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.(*net.TCPConn).SetReadBuffer(4 << 10)
+	fmt.Fprintf(conn, "GET /v1/watches/%s/events?max_wait=60 HTTP/1.1\r\nHost: x\r\n\r\n", info.ID)
+	goruntime.GC()
+	var m0 goruntime.MemStats
+	goruntime.ReadMemStats(&m0)
+	name := strings.Repeat("n", 200) // 40,000 events of these: 8 MB of paths unbounded
+	for i := range 20000 {
+		p := filepath.Join(ts.BaseDir, name+strconv.Itoa(i))
+		os.WriteFile(p, nil, 0o644)
+		os.Remove(p)
+	}
+	// Wait (bounded) until the watch has seen them.
+	for end := time.Now().Add(30 * time.Second); ; {
+		r, _ := http.Get(ts.URL + "/v1/watches/" + info.ID)
+		var wi wire.WatchInfo
+		json.NewDecoder(r.Body).Decode(&wi)
+		r.Body.Close()
+		if wi.NextCursor >= 40000 {
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatalf("the watch saw %d of 40000 events", wi.NextCursor)
+		}
+		time.Sleep(20 * time.Millisecond) // polling a condition with a bound
+	}
+	goruntime.GC()
+	var m1 goruntime.MemStats
+	goruntime.ReadMemStats(&m1)
+	grew := int64(m1.HeapAlloc) - int64(m0.HeapAlloc)
+	t.Logf("heap grew %d KiB with a stuck reader over 40,000 events", grew>>10)
+	if grew > 4<<20 {
+		t.Fatalf("heap grew %d bytes with a stuck reader: not bounded by the log", grew)
 	}
 }
