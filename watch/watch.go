@@ -57,7 +57,7 @@ type Event struct {
 	Path    string
 	OldPath string // rename only
 	Dir     bool   // the entry is a directory
-	Reason  string // overflow: "kernel_queue", "watch_limit"
+	Reason  string // overflow: "kernel_queue", "watch_limit", "dir_changed"
 }
 
 // Limits bound a watch. Zero fields take the defaults.
@@ -136,6 +136,9 @@ type Watch struct {
 	writes  map[string]*pendingWrite
 	moved   map[uint32]movedFrom
 	limited bool // a watch_limit overflow was reported (once per watch)
+	// lastChanged is the seq of the last dir_changed overflow: another
+	// right after it says nothing new.
+	lastChanged int64
 }
 
 type pendingWrite struct {
@@ -204,7 +207,7 @@ func Open(root *os.Root, base, rel string, recursive bool, lim Limits, budget *B
 	w := &Watch{base: base, root: root, rel: rel, recursive: recursive, lim: lim.withDefaults(), budget: budget,
 		fd: fd, wake: wake, done: make(chan struct{}),
 		dirs: map[int32]*dir{}, byPath: map[string]int32{}, scanned: map[string]struct{}{},
-		writes: map[string]*pendingWrite{}, moved: map[uint32]movedFrom{}, notify: make(chan struct{})}
+		writes: map[string]*pendingWrite{}, moved: map[uint32]movedFrom{}, notify: make(chan struct{}), lastChanged: -1}
 	w.log = make([]Event, w.lim.LogEvents)
 	w.mu.Lock()
 	err = w.addDir(rel, false)
@@ -302,14 +305,28 @@ func (w *Watch) addDir(rel string, scan bool) error {
 		full = w.base + "/" + rel
 	}
 	wd, err := unix.InotifyAddWatch(w.fd, full, mask)
+	first := len(w.dirs) == 0 && rel == w.rel // the watched dir itself: Open fails rather than watch nothing
+	if err != nil && first {
+		w.budget.give(1)
+		if err == unix.ENOTDIR || err == unix.ELOOP {
+			return ErrOutside // swapped for a symlink since it was opened
+		}
+		return &fs.PathError{Op: "watch", Path: rel, Err: err}
+	}
 	if err != nil {
 		w.budget.give(1)
 		if err == unix.ENOSPC { // fs.inotify.max_user_watches
 			w.overflow("watch_limit")
 			return nil
 		}
-		if err == unix.ENOENT || err == unix.ENOTDIR || err == unix.ELOOP {
-			return nil // gone or swapped since it was opened: its removal is reported by inotify
+		if err == unix.ENOENT {
+			return nil // gone since it was opened: its removal is reported by inotify
+		}
+		if err == unix.ENOTDIR || err == unix.ELOOP {
+			// Swapped for a symlink or a file since it was opened: not
+			// watched, and the client is told to re-list.
+			w.overflow("dir_changed")
+			return nil
 		}
 		return fmt.Errorf("watch: inotify_add_watch %q: %w", rel, err)
 	}
@@ -329,6 +346,10 @@ func (w *Watch) addDir(rel string, scan bool) error {
 		if err != nil {
 			return err
 		}
+		if first {
+			return ErrOutside
+		}
+		w.overflow("dir_changed")
 		return nil
 	}
 	w.dirs[w32] = &dir{wd: w32, rel: rel}
@@ -442,8 +463,16 @@ func join(dir, name string) string {
 	return dir + "/" + name
 }
 
-// overflow logs an overflow event. A watch_limit overflow is reported once.
+// overflow logs an overflow event. A watch_limit overflow is reported
+// once; dir_changed (a directory swapped while it was being added, so not
+// watched) not twice in a row.
 func (w *Watch) overflow(reason string) {
+	if reason == "dir_changed" {
+		if w.lastChanged == w.next-1 && w.next > 0 {
+			return // the last event said so already
+		}
+		defer func() { w.lastChanged = w.next - 1 }()
+	}
 	if reason == "watch_limit" {
 		if w.limited {
 			return
