@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/url"
 	"strconv"
 	"time"
@@ -91,11 +92,24 @@ func (c *Client) watchOnce(ctx context.Context, r request, cursor *int64, fn Wat
 	defer resp.Body.Close()
 	idle := time.AfterFunc(idleTimeout, func() { cancel(ErrSilent) })
 	defer idle.Stop()
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
+	br := bufio.NewReaderSize(resp.Body, 64<<10)
+	for {
+		line, err := br.ReadSlice('\n')
+		if err != nil {
+			// A line without its newline is a cut connection (a proxy's),
+			// not a broken protocol: the caller resumes at the cursor.
+			if cause := context.Cause(sctx); cause != nil && sctx.Err() != nil {
+				return nil, cause
+			}
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			if err == bufio.ErrBufferFull {
+				return nil, fmt.Errorf("%w: a line of over 64 KiB", ErrStreamBroken)
+			}
+			return nil, c.describe(fmt.Errorf("the watch stream ended without its end line: %w", err))
+		}
 		idle.Reset(idleTimeout)
-		line := sc.Bytes()
 		if bytes.HasPrefix(line, []byte(`{"type":"watch",`)) {
 			continue // the first line of a one-shot stream
 		}
@@ -115,11 +129,4 @@ func (c *Client) watchOnce(ctx context.Context, r request, cursor *int64, fn Wat
 		}
 		*cursor = ev.NextCursor
 	}
-	if err := context.Cause(sctx); err != nil && sctx.Err() != nil {
-		return nil, err
-	}
-	if err := sc.Err(); err != nil {
-		return nil, c.describe(err)
-	}
-	return nil, c.describe(fmt.Errorf("the watch stream ended without its end line"))
 }
