@@ -18,6 +18,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/sandbox-runtime/sandbox-runtime/watch"
 	"github.com/sandbox-runtime/sandbox-runtime/wire"
 )
 
@@ -394,4 +395,55 @@ func TestWatchHTTPStuckReaderBounded(t *testing.T) {
 	if grew > 4<<20 {
 		t.Fatalf("heap grew %d bytes with a stuck reader: not bounded by the log", grew)
 	}
+}
+
+// TestWatchHTTPCreateDeleteCycles: 200 watch create/delete cycles over
+// HTTP leave no descriptor and no inotify watch behind in the server's
+// process (this test's: the server is in process).
+func TestWatchHTTPCreateDeleteCycles(t *testing.T) {
+	ts := newTestServer(t, nil)
+	for i := range 3 {
+		os.MkdirAll(filepath.Join(ts.BaseDir, fmt.Sprint("d", i), "e"), 0o755)
+	}
+	// The first watch makes the manager (its base dir root stays open).
+	_, first := postWatch(t, ts, `{"path":""}`)
+	del := func(id string) {
+		req, _ := http.NewRequest("DELETE", ts.URL+"/v1/watches/"+id, nil)
+		r, err := http.DefaultClient.Do(req)
+		if err != nil || r.StatusCode != http.StatusNoContent {
+			t.Fatalf("delete: %v %v", r, err)
+		}
+		r.Body.Close()
+	}
+	del(first.ID)
+	http.DefaultClient.CloseIdleConnections()
+	fd0, iw0 := countWatchFDs(t)
+	for range 200 {
+		resp, info := postWatch(t, ts, `{"path":"","recursive":true}`)
+		if resp.StatusCode != http.StatusCreated || info.Dirs != 7 {
+			t.Fatalf("create: %d, %d dirs (want 7)", resp.StatusCode, info.Dirs)
+		}
+		del(info.ID)
+	}
+	http.DefaultClient.CloseIdleConnections()
+	fd1, iw1 := countWatchFDs(t)
+	if fd1 > fd0 || iw1 != iw0 {
+		t.Fatalf("after 200 cycles: fds %d→%d, inotify watches %d→%d", fd0, fd1, iw0, iw1)
+	}
+}
+
+// countWatchFDs counts this process's descriptors and the inotify
+// watches of all of them.
+func countWatchFDs(t *testing.T) (fds, watches int) {
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		fd, _ := strconv.Atoi(e.Name())
+		if ws, err := watch.FDInfo(fd); err == nil {
+			watches += len(ws)
+		}
+	}
+	return len(ents), watches
 }
