@@ -106,6 +106,16 @@ func (m *Manager) Create(rel string, recursive bool) (*Handle, error) {
 	}
 	h := &Handle{Watch: w, ID: id, Created: time.Now().UTC(), m: m, lastRead: time.Now()}
 	m.watches[id] = h
+	// A watch that ends by itself (its directory is gone) is forgotten
+	// once no stream reads it (then, or when its last stream leaves).
+	go func() {
+		<-w.Done()
+		m.mu.Lock()
+		if m.watches[id] == h && h.readers == 0 {
+			delete(m.watches, id)
+		}
+		m.mu.Unlock()
+	}()
 	if m.closed {
 		delete(m.watches, id)
 		go w.Close()
@@ -163,6 +173,9 @@ func (h *Handle) Reading() func() {
 		h.m.mu.Lock()
 		h.readers--
 		h.lastRead = time.Now()
+		if h.readers == 0 && h.ended() && h.m.watches[h.ID] == h {
+			delete(h.m.watches, h.ID)
+		}
 		h.m.mu.Unlock()
 	}
 }
@@ -172,6 +185,16 @@ func (h *Handle) Readers() int {
 	h.m.mu.Lock()
 	defer h.m.mu.Unlock()
 	return h.readers
+}
+
+// ended reports whether h's watch has ended by itself (removed_root).
+func (h *Handle) ended() bool {
+	select {
+	case <-h.Done():
+		return true
+	default:
+		return false
+	}
 }
 
 // expire closes watches nobody read for IdleTimeout.

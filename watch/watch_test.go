@@ -502,3 +502,31 @@ func TestIdleExpiry(t *testing.T) {
 		t.Fatal("the watch did not expire once its reader left")
 	}
 }
+
+// TestEndedWatchForgotten: a watch whose directory was removed leaves the
+// manager's list once nobody reads it.
+func TestEndedWatchForgotten(t *testing.T) {
+	base := t.TempDir()
+	os.Mkdir(filepath.Join(base, "w"), 0o755)
+	m, err := NewManager(base, ManagerOptions{IdleTimeout: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	h, err := m.Create("w", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Remove(filepath.Join(base, "w"))
+	select {
+	case <-h.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the watch did not end")
+	}
+	for end := time.Now().Add(10 * time.Second); len(m.List()) != 0; {
+		if time.Now().After(end) {
+			t.Fatal("the ended watch is still listed")
+		}
+		time.Sleep(50 * time.Millisecond) // polling a condition with a bound
+	}
+}
