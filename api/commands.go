@@ -40,6 +40,7 @@ func (s *Server) featureList() []string {
 	if s.metrics != nil {
 		out = append(out, wire.FeatureMetrics)
 	}
+	out = append(out, wire.FeatureWatch) // /v1/watches (watch.go)
 	return append(out, wire.FeatureIdempotentCreate, wire.FeaturePTY, wire.FeatureContexts, wire.FeatureEvents, wire.FeaturePorts)
 }
 

@@ -65,6 +65,8 @@ func statusOf(err error) (status int, code string) {
 		return http.StatusConflict, "not_a_terminal"
 	case errors.Is(err, runtime.ErrSpawnFailed):
 		return http.StatusUnprocessableEntity, "spawn_failed"
+	case errors.Is(err, errTooManyWatches):
+		return http.StatusTooManyRequests, "too_many_watches"
 	case errors.Is(err, runtime.ErrTooManyRunning):
 		return http.StatusTooManyRequests, "too_many_running"
 	case errors.Is(err, runtime.ErrStdinFull):

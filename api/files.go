@@ -127,6 +127,10 @@ func (s *Server) fileError(err error, rel string) error {
 
 // getFile is GET and HEAD /v1/files/{path...}.
 func (s *Server) getFile(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Query().Has("watch") { // a one-shot watch stream (watch.go)
+		s.watchFile(w, r)
+		return
+	}
 	if q := parseQuery(r); q.err != nil {
 		fail(w, q.err)
 		return

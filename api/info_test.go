@@ -19,7 +19,7 @@ import (
 // own routes are always there.
 func TestInfoAnnouncesWhatIsMounted(t *testing.T) {
 	own := []string{wire.FeatureCommands, wire.FeatureStream, wire.FeatureStdin, wire.FeatureSignals, wire.FeatureWebSocket,
-		wire.FeatureFiles, wire.FeatureIdempotentCreate, wire.FeaturePTY, wire.FeatureContexts, wire.FeatureEvents, wire.FeaturePorts}
+		wire.FeatureFiles, wire.FeatureWatch, wire.FeatureIdempotentCreate, wire.FeaturePTY, wire.FeatureContexts, wire.FeatureEvents, wire.FeaturePorts}
 	check := func(name string, h http.Handler, wantLegacy, wantMetrics bool) {
 		t.Helper()
 		rec := httptest.NewRecorder()

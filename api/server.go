@@ -89,6 +89,7 @@ type Server struct {
 	listings    *fsroot.Budget // the names all v1 listings hold (files.go)
 	listWait    time.Duration  // how long a listing waits for its share (listWait; tests lower it)
 	origins     originPolicy
+	watchSt     watchState // the file watches (watch.go)
 }
 
 // rawRoute is a Raw route with its handler.
@@ -145,6 +146,9 @@ func (s *Server) routeTable() []httpx.Route {
 		{Pattern: "/v1/commands/{id}/resize", Methods: map[string]http.HandlerFunc{"POST": s.resizeCommand}},
 		{Pattern: "/v1/events", Methods: map[string]http.HandlerFunc{"GET": s.events}},
 		{Pattern: "/v1/ports", Methods: map[string]http.HandlerFunc{"GET": s.ports}},
+		{Pattern: "/v1/watches", Methods: map[string]http.HandlerFunc{"GET": s.listWatches, "POST": s.createWatch}},
+		{Pattern: "/v1/watches/{id}", Methods: map[string]http.HandlerFunc{"GET": s.getWatch, "DELETE": s.deleteWatch}},
+		{Pattern: "/v1/watches/{id}/events", Methods: map[string]http.HandlerFunc{"GET": s.watchEvents}},
 		{Pattern: "/v1/files/{path...}", Methods: map[string]http.HandlerFunc{"GET": s.getFile, "HEAD": s.getFile, "PUT": s.putFile, "DELETE": s.deleteFile}},
 	}
 	// code contexts (contexts.go)
@@ -178,6 +182,7 @@ func (s *Server) SetDraining() { s.draining.Store(true) }
 // http.Server.Shutdown does not track.
 func (s *Server) EndStreams() {
 	s.stopStreams() // also ends the token file's re-reads
+	s.closeWatches()
 	s.hijacked.closeAll()
 	s.auth.stop()
 }

@@ -605,6 +605,7 @@ func TestSpecResponsesValidate(t *testing.T) {
 	t.Run("ports", func(t *testing.T) { specScenarioPorts(t, c) })
 	t.Run("pty", func(t *testing.T) { specScenarioPTY(t, c) })
 	t.Run("files", func(t *testing.T) { specScenarioFiles(t, c, ts) })
+	t.Run("watch", func(t *testing.T) { specScenarioWatch(t, c, ts) }) // watch_spec_test.go
 	t.Run("legacy", func(t *testing.T) { specScenarioLegacy(t, c) })
 	t.Run("contexts", func(t *testing.T) { specScenarioContexts(t, c) })
 	t.Run("draining", func(t *testing.T) {

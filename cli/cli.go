@@ -54,6 +54,7 @@ func commands() map[string]func(*cli, []string) int {
 		"code":   (*cli).code,
 		"events": (*cli).events,
 		"wait":   (*cli).wait,
+		"watch":  (*cli).watch, // watch.go
 	}
 }
 
@@ -83,6 +84,7 @@ go after the subcommand):
   sandbox-runtime code [--context ID] [--out DIR] [-f FILE | CODE]   (Python in a code context; -i: a REPL)
   sandbox-runtime events [-f] [--json] [--cursor C] [--type T,…] [--id ID]…
   sandbox-runtime wait [--any] [--timeout S] ID…
+  sandbox-runtime watch [-r] PATH   (changes below PATH, relative to the base dir)
 `)
 }
 

@@ -125,8 +125,8 @@ func TestTerminalLimitIsTheDaemons(t *testing.T) {
 // takes, and Run refuses another name as a usage error.
 func TestCommandsAreTheSubcommands(t *testing.T) {
 	names := Commands()
-	if len(names) != 10 {
-		t.Fatalf("Commands() = %v; want the 10 subcommands", names)
+	if len(names) != 11 {
+		t.Fatalf("Commands() = %v; want the 11 subcommands", names)
 	}
 	for _, n := range names {
 		if !IsCommand(n) {

@@ -36,6 +36,7 @@ var layer = map[string]int{
 	"pycompat":           0,
 	"internal/tokenfile": 0, // the token file's reading: api's and the CLI's one
 	"sandboxd/processv1": 0, // generated from upstream's process.proto
+	"watch":              1, // inotify watches of the base dir: beside runtime, on fsroot only
 	"runtime":            1,
 	"httpx":              2, // HTTP plumbing of the transports: above runtime, which must not speak HTTP
 	"metrics":            2,
@@ -78,7 +79,8 @@ var leaves = map[string][]string{
 	"procgroup":          {"internal/errno"},
 	"netports":           nil,
 	"internal/tokenfile": {"wire"},
-	"client":             {"wire"}, // a client of the protocol links no part of the server
+	"watch":              {"fsroot"}, // no HTTP, no wire: api translates its events
+	"client":             {"wire"},   // a client of the protocol links no part of the server
 	// The command-line client sits on client, with no layer: nothing of the
 	// server may import it, and it imports nothing of the server (api,
 	// legacy, metrics, httpx, runtime, procgroup, ringbuf, …): a limit it

@@ -1,0 +1,64 @@
+package wire
+
+import "time"
+
+// FeatureWatch is announced by /v1/info when /v1/watches is served
+// (docs/watch.md).
+const FeatureWatch = "watch"
+
+// Watch event types (docs/watch.md). A watch stream also sends the gap,
+// heartbeat and end events of command streams.
+const (
+	WatchCreate      = "create"
+	WatchWrite       = "write"
+	WatchRemove      = "remove"
+	WatchRename      = "rename"
+	WatchAttrib      = "attrib"
+	WatchOverflow    = "overflow"     // the kernel queue or a watch bound overflowed: re-list
+	WatchRemovedRoot = "removed_root" // the watched directory is gone; the watch has ended
+)
+
+// EndWatchEnded is the reason of the end event of a watch that has ended
+// (deleted, expired, or its directory removed): there is nothing more to
+// read.
+const EndWatchEnded = "watch_ended"
+
+// WatchRequest is the body of POST /v1/watches.
+type WatchRequest struct {
+	Path      string `json:"path"`
+	Recursive bool   `json:"recursive,omitempty"`
+}
+
+// WatchInfo describes a watch: the answer of POST /v1/watches and an entry
+// of GET /v1/watches.
+type WatchInfo struct {
+	ID         string    `json:"id"`
+	Path       string    `json:"path"`
+	Recursive  bool      `json:"recursive"`
+	CreatedAt  time.Time `json:"created_at"`
+	Dirs       int       `json:"dirs"`        // directories watched
+	Readers    int       `json:"readers"`     // open event streams
+	NextCursor int64     `json:"next_cursor"` // the sequence number of the next event
+}
+
+// WatchList is the answer of GET /v1/watches.
+type WatchList struct {
+	Watches []WatchInfo `json:"watches"`
+}
+
+// WatchEvent is one line of a watch's event stream. Seq is the event's
+// sequence number (its cursor); next_cursor is where to resume after it.
+type WatchEvent struct {
+	Type          string `json:"type"`
+	Seq           *int64 `json:"seq,omitempty"`            // change events
+	Path          string `json:"path,omitempty"`           // relative to the base dir
+	OldPath       string `json:"old_path,omitempty"`       // rename
+	Dir           bool   `json:"dir,omitempty"`            // the entry is a directory
+	Reason        string `json:"reason,omitempty"`         // overflow, end
+	Cursor        *int64 `json:"cursor,omitempty"`         // gap: the cursor asked for
+	DroppedEvents *int64 `json:"dropped_events,omitempty"` // gap
+	NextCursor    int64  `json:"next_cursor"`
+}
+
+// Final reports whether e is the last event of a stream window.
+func (e *WatchEvent) Final() bool { return e.Type == EventEnd }
