@@ -190,7 +190,7 @@ func (m *Manager) execute(argv []string, timeout time.Duration) (ExecResult, err
 	endCh := make(chan struct{})
 	s := supervision{
 		m: m, p: p, timeout: timeout, pumps: &pumps, files: []*os.File{p.Stdout, p.Stderr},
-		untilEOF: true, killOnTimeout: true,
+		untilEOF: true, killAtOnce: causes(causeTimeout),
 		endCh: endCh,
 		requestEnd: func(c cause) {
 			if why == causeNone {
