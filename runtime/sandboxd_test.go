@@ -32,27 +32,9 @@ func TestShutdownDeadlineCutsExecuteRequestPipeGrace(t *testing.T) {
 		got <- result{res, err}
 	}()
 	<-started
-	var escapee int
-	if !eventually(20*time.Second, func() bool {
-		escapee = findSessionLeader("sleep\x0060.2468\x00")
-		return escapee != 0
-	}) {
-		t.Fatal("the execution's setsid child did not start")
-	}
+	escapee := waitSessionLeader(t, "sleep\x0060.2468\x00")
 	defer syscall.Kill(escapee, syscall.SIGKILL) // the setsid child we started
-
-	const budget = 2 * time.Second
-	ctx, cancel := context.WithTimeout(context.Background(), budget)
-	defer cancel()
-	start := time.Now()
-	err := m.Shutdown(ctx)
-	took := time.Since(start)
-	if err != nil {
-		t.Errorf("Shutdown with a %v budget and a 20 s kill grace: %v (after %v); want nil", budget, err, took)
-	}
-	if took > budget+time.Second { // slack for a loaded machine; the grace is 20 s
-		t.Errorf("Shutdown took %v; want about the %v budget", took, budget)
-	}
+	shutdownWithin(t, m, 2*time.Second)
 	var r result
 	select {
 	case r = <-got:
