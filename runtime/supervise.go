@@ -99,6 +99,9 @@ func (s causeSet) has(c cause) bool { return s&(1<<c) != 0 }
 
 // run supervises the process until rules 1 and 4 let it go, then stops and
 // waits for the pipe readers (rule 5). It does not close the pipes.
+// long: one select loop that is the rules above; its cases share the loop's
+// state (the grace timer, the first cause, hurry), which a split would have to
+// pass around.
 func (s *supervision) run() supervised {
 	m, p := s.m, s.p
 	timeout := time.NewTimer(s.timeout)
