@@ -220,8 +220,12 @@ func (m *Manager) spawn(c *Command, s spec) error {
 	c.mu.Unlock()
 	close(c.startedCh)
 	m.obs.CommandStarted(took)
-	c.log.Info("command started", zap.String("argv0", s.argv[0]), zap.Int("pid", p.Pid),
-		zap.Float64("timeout_seconds", s.timeout.Seconds()), zap.Bool("stdin", s.stdin), zap.Bool("pty", s.pty != nil))
+	// Debug only: at info a command has one line, at its end, which
+	// carries these fields too (finish).
+	if ce := c.log.Check(zap.DebugLevel, "command started"); ce != nil {
+		ce.Write(zap.String("argv0", s.argv[0]), zap.Int("pid", p.Pid),
+			zap.Float64("timeout_seconds", s.timeout.Seconds()), zap.Bool("stdin", s.stdin), zap.Bool("pty", s.pty != nil))
+	}
 	go c.run(p)
 	return nil
 }
