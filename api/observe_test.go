@@ -273,3 +273,29 @@ func TestOneInfoLinePerCommand(t *testing.T) {
 		t.Errorf("info lines of the command: %q; want only \"command finished\"", info)
 	}
 }
+
+// TestLegacyExecuteLogsOneLine: a legacy /execute logs one info line, the
+// request's, carrying the execution's outcome (argv0, pid, exit code, how it
+// ended); the runtime's own line for it is debug only (issue 26).
+func TestLegacyExecuteLogsOneLine(t *testing.T) {
+	ts, logs := obsLogs(t, nil)
+	code, body := atDo(t, "POST", ts.URL+"/execute", `{"command":"sh -c 'exit 4'"}`, http.Header{"X-Request-Id": {"rid-exec-one"}})
+	if code != 200 || !strings.Contains(string(body), `"exit_code":4`) {
+		t.Fatalf("execute: %d %s", code, body)
+	}
+	e := obsWaitLog(t, logs, "request", map[string]string{"request_id": "rid-exec-one"})
+	f := e.ContextMap()
+	pid, _ := f["pid"].(int64)
+	if f["argv0"] != "sh" || pid <= 0 || fmt.Sprint(f["exit_code"]) != "4" || f["timed_out"] != false || f["terminated"] != false {
+		t.Errorf("request line %v; want argv0 sh, a pid, exit_code 4, timed_out and terminated false", f)
+	}
+	var info []string
+	for _, l := range logs.All() {
+		if l.Level >= zapcore.InfoLevel && (l.ContextMap()["request_id"] == "rid-exec-one" || l.ContextMap()["pid"] == f["pid"]) {
+			info = append(info, l.Message)
+		}
+	}
+	if len(info) != 1 {
+		t.Errorf("info lines of the execution: %q; want only the request's", info)
+	}
+}

@@ -291,6 +291,10 @@ func (s *Server) logRequest(rec *statusRecorder, r *http.Request, rid, route str
 		zap.Int64("bytes", rec.bytes),
 		zap.Duration("duration", took),
 	}
+	if c := rec.cmd; c != nil {
+		fields = append(fields, zap.String("argv0", c.Argv0), zap.Int("pid", c.Pid), zap.Int("exit_code", c.ExitCode),
+			zap.Bool("timed_out", c.TimedOut), zap.Bool("terminated", c.Terminated))
+	}
 	level := zap.InfoLevel
 	if status >= 400 {
 		if rec.errCode == "" {
@@ -384,10 +388,15 @@ type statusRecorder struct {
 	errCode     string // the error code of a 4xx/5xx answer (writeError, httpx.NoteError)
 	errMsg      string // and its message
 	err         error  // the error behind it (fail), for 500s and spawn failures
+
+	cmd *httpx.CommandNote // the command the request ran to its end (httpx.NoteCommand)
 }
 
 // NoteError implements httpx.ErrorNoter.
 func (r *statusRecorder) NoteError(code, msg string) { r.errCode, r.errMsg = code, msg }
+
+// NoteCommand implements httpx.CommandNoter.
+func (r *statusRecorder) NoteCommand(c httpx.CommandNote) { r.cmd = &c }
 
 func (r *statusRecorder) WriteHeader(code int) {
 	if !r.wroteHeader {
