@@ -214,18 +214,15 @@ func (w *streamWindow) sendOutput(r ringbuf.Record, data []byte) error {
 	// Positions come from the bytes sent: off is where the next event's
 	// data starts in r.Data, whatever the caller cut.
 	for off := 0; off < len(data); {
-		n := min(len(data)-off, maxEventData)
-		if off+n < len(data) {
-			n = runeBoundary(data[off:], n)
-		}
-		n = textFit(data[off:off+n], maxEventText)
 		at := r.Cursor + int64(off)
-		chunk := data[off : off+n]
+		var n int
 		var err error
 		if bs, ok := w.sink.(bufferedSink); ok { // encode in place: one copy less
-			err = bs.commit(appendOutputEvent(bs.buffer(), r.Stream, at, chunk))
+			var line []byte
+			line, n = nextOutputEvent(bs.buffer(), r.Stream, at, data[off:])
+			err = bs.commit(line)
 		} else {
-			w.line = appendOutputEvent(w.line[:0], r.Stream, at, chunk)
+			w.line, n = nextOutputEvent(w.line[:0], r.Stream, at, data[off:])
 			err = w.sink.event(w.line)
 		}
 		if err != nil {
@@ -234,6 +231,18 @@ func (w *streamWindow) sendOutput(r ringbuf.Record, data []byte) error {
 		off += n
 	}
 	return nil
+}
+
+// nextOutputEvent appends to dst the output event of the first bytes of
+// data (at cursor at): at most maxEventData bytes and maxEventText of JSON
+// text, cut between UTF-8 characters. n is how many bytes of data it holds.
+func nextOutputEvent(dst []byte, stream ringbuf.Stream, at int64, data []byte) (line []byte, n int) {
+	n = min(len(data), maxEventData)
+	if n < len(data) {
+		n = runeBoundary(data, n)
+	}
+	n = textFit(data[:n], maxEventText)
+	return appendOutputEvent(dst, stream, at, data[:n]), n
 }
 
 // exit sends the exit event with the final status, the stream's last.
