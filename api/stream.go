@@ -305,7 +305,9 @@ func runeBoundary(data []byte, n int) int {
 	return n
 }
 
-// textFit returns the length of the longest prefix of s whose JSON text
+// textFit (the cut of output that is not UTF-8, sent as base64; text is cut
+// by appendJSONTextFit as it is encoded) returns the length of the longest
+// prefix of s whose JSON text
 // (see appendJSONText) takes at most budget bytes, never less than one
 // character and never inside one. Bytes that are not ASCII count once:
 // the cut only has to bound escapes, which are ASCII.
@@ -465,35 +467,43 @@ func appendJSONTextFit(dst, s []byte, budget int) (out []byte, n int, ok bool) {
 			i += size
 			continue
 		}
-		cost := 2
-		switch b {
-		case '"', '\\', '\n', '\r', '\t', '\b', '\f':
-		default:
-			cost = 6
-		}
-		if room(start, i) < cost {
+		if room(start, i) < escapeLen(b) {
 			return append(dst, s[start:i]...), i, true
 		}
 		dst = append(dst, s[start:i]...)
-		switch b {
-		case '"', '\\':
-			dst = append(dst, '\\', b)
-		case '\n':
-			dst = append(dst, '\\', 'n')
-		case '\r':
-			dst = append(dst, '\\', 'r')
-		case '\t':
-			dst = append(dst, '\\', 't')
-		case '\b': // as encoding/json writes them (wire.Event's encoding)
-			dst = append(dst, '\\', 'b')
-		case '\f':
-			dst = append(dst, '\\', 'f')
-		default:
-			dst = append(dst, '\\', 'u', '0', '0', hexDigits[b>>4], hexDigits[b&0xf])
-		}
+		dst = appendEscape(dst, b)
 		i++
 		start = i
 	}
+}
+
+// appendEscape appends the JSON escape of the ASCII byte b ('"', '\\' or a
+// control character), as encoding/json writes it (wire.Event's encoding).
+func appendEscape(dst []byte, b byte) []byte {
+	switch b {
+	case '"', '\\':
+		return append(dst, '\\', b)
+	case '\n':
+		return append(dst, '\\', 'n')
+	case '\r':
+		return append(dst, '\\', 'r')
+	case '\t':
+		return append(dst, '\\', 't')
+	case '\b':
+		return append(dst, '\\', 'b')
+	case '\f':
+		return append(dst, '\\', 'f')
+	}
+	return append(dst, '\\', 'u', '0', '0', hexDigits[b>>4], hexDigits[b&0xf])
+}
+
+// escapeLen is the length of appendEscape's escape of b.
+func escapeLen(b byte) int {
+	switch b {
+	case '"', '\\', '\n', '\r', '\t', '\b', '\f':
+		return 2
+	}
+	return 6
 }
 
 // appendJSONText appends UTF-8 text as the inside of a JSON string. If s
@@ -536,22 +546,7 @@ func appendJSONText(dst, s []byte) ([]byte, bool) {
 			continue
 		}
 		dst = append(dst, s[start:i]...)
-		switch b {
-		case '"', '\\':
-			dst = append(dst, '\\', b)
-		case '\n':
-			dst = append(dst, '\\', 'n')
-		case '\r':
-			dst = append(dst, '\\', 'r')
-		case '\t':
-			dst = append(dst, '\\', 't')
-		case '\b': // as encoding/json writes them (wire.Event's encoding)
-			dst = append(dst, '\\', 'b')
-		case '\f':
-			dst = append(dst, '\\', 'f')
-		default:
-			dst = append(dst, '\\', 'u', '0', '0', hexDigits[b>>4], hexDigits[b&0xf])
-		}
+		dst = appendEscape(dst, b)
 		i++
 		start = i
 	}
