@@ -78,19 +78,7 @@ func recvName(e ast.Expr) string {
 func TestNoLongFunctionWithoutReason(t *testing.T) {
 	root := "../.."
 	var parsed int
-	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			if path != root && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata") {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
-			return nil
-		}
+	err := walkProductionGo(root, func(path, rel string) error {
 		fset := token.NewFileSet()
 		f, err := parser.ParseFile(fset, path, nil, parser.ParseComments)
 		if err != nil {
@@ -112,6 +100,27 @@ func TestNoLongFunctionWithoutReason(t *testing.T) {
 	if parsed < 20 {
 		t.Fatalf("only %d production files parsed: the walk did not see the module", parsed)
 	}
+}
+
+// walkProductionGo calls fn for each non-test .go file under root (not in
+// testdata or a dot directory), with its path relative to root.
+func walkProductionGo(root string, fn func(path, rel string) error) error {
+	return filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if path != root && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		rel, _ := filepath.Rel(root, path)
+		return fn(path, rel)
+	})
 }
 
 // TestLongFunctionCheckCanFail: the check finds a long function without the
