@@ -170,27 +170,11 @@ type attachment struct {
 
 // attach serves GET /v1/commands/{id}/attach. It returns when the
 // attachment is over: all three goroutines have ended and the connection is
-// closed.
+// closed. Its steps: refuse what can be refused (as plain JSON), admit the
+// connection, upgrade, run the attachment.
 func (s *Server) attach(w http.ResponseWriter, r *http.Request) {
-	// Everything that can be refused is refused before the upgrade, as a
-	// plain JSON error.
-	q := parseQuery(r, "cursor")
-	cursor := q.cursor("cursor")
-	if q.err != nil {
-		fail(w, q.err)
-		return
-	}
-	c, ok := s.commandAt(w, r, cursor)
+	c, cursor, ok := s.attachable(w, r)
 	if !ok {
-		return
-	}
-	if !websocket.IsWebSocketUpgrade(r) {
-		w.Header().Set("Sec-Websocket-Version", "13")
-		writeError(w, http.StatusBadRequest, "invalid_request", "this route is a WebSocket: send a GET with Connection: Upgrade and Upgrade: websocket", nil)
-		return
-	}
-	if s.streamsCtx.Err() != nil {
-		fail(w, runtime.ErrShuttingDown)
 		return
 	}
 	release, ok := s.conns.admitAttach(requestConn(r.Context()))
@@ -200,31 +184,10 @@ func (s *Server) attach(w http.ResponseWriter, r *http.Request) {
 	}
 	defer release() // the connection stays counted until the attachment ends
 	pingPeriod, pongWait, writeWait := attachTimings(s.opts.HeartbeatInterval)
-	up := websocket.Upgrader{
-		HandshakeTimeout: writeWait,
-		ReadBufferSize:   4 << 10,
-		WriteBufferSize:  32 << 10,
-		WriteBufferPool:  &attachWriteBuffers,
-		CheckOrigin:      s.origins.allows, // the middleware refused foreign origins already
-		Error:            upgradeError,
-	}
-	// The upgrade response is written by gorilla on the hijacked connection:
-	// carry the headers the middleware set.
-	hdr := http.Header{}
-	for _, k := range []string{"Sandbox-Runtime-Version", "X-Request-ID"} {
-		if v := w.Header().Get(k); v != "" {
-			hdr.Set(k, v)
-		}
-	}
-	conn, err := up.Upgrade(w, r, hdr)
-	if err != nil {
+	conn, ok := s.upgradeAttach(w, r, writeWait)
+	if !ok {
 		return // Upgrade has answered
 	}
-	if tc, ok := conn.NetConn().(*net.TCPConn); ok {
-		tc.SetWriteBuffer(attachSendBuffer)
-		tc.SetReadBuffer(attachRecvBuffer)
-	}
-	limitUnsent(conn.NetConn(), streamUnsentLimit) // pings and the close frame do not wait behind a full buffer
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	a := &attachment{
@@ -258,6 +221,64 @@ func (s *Server) attach(w http.ResponseWriter, r *http.Request) {
 	<-a.writeDone // the writer closes the conn, which ends the reader
 	<-a.readDone
 	<-a.feedDone // the frames read are written, or the command is done
+}
+
+// attachable refuses, before the upgrade and as a plain JSON error,
+// everything an attach can be refused for but the connection limit: a bad
+// cursor, an unknown command, a request that is not a WebSocket upgrade,
+// shutdown. ok: the command and the cursor to attach at.
+func (s *Server) attachable(w http.ResponseWriter, r *http.Request) (c *runtime.Command, cursor int64, ok bool) {
+	q := parseQuery(r, "cursor")
+	cursor = q.cursor("cursor")
+	if q.err != nil {
+		fail(w, q.err)
+		return nil, 0, false
+	}
+	c, ok = s.commandAt(w, r, cursor)
+	if !ok {
+		return nil, 0, false
+	}
+	if !websocket.IsWebSocketUpgrade(r) {
+		w.Header().Set("Sec-Websocket-Version", "13")
+		writeError(w, http.StatusBadRequest, "invalid_request", "this route is a WebSocket: send a GET with Connection: Upgrade and Upgrade: websocket", nil)
+		return nil, 0, false
+	}
+	if s.streamsCtx.Err() != nil {
+		fail(w, runtime.ErrShuttingDown)
+		return nil, 0, false
+	}
+	return c, cursor, true
+}
+
+// upgradeAttach upgrades r to a WebSocket with the attach route's buffers
+// and socket sizes; not ok when the upgrade failed (it has answered).
+func (s *Server) upgradeAttach(w http.ResponseWriter, r *http.Request, writeWait time.Duration) (*websocket.Conn, bool) {
+	up := websocket.Upgrader{
+		HandshakeTimeout: writeWait,
+		ReadBufferSize:   4 << 10,
+		WriteBufferSize:  32 << 10,
+		WriteBufferPool:  &attachWriteBuffers,
+		CheckOrigin:      s.origins.allows, // the middleware refused foreign origins already
+		Error:            upgradeError,
+	}
+	// The upgrade response is written by gorilla on the hijacked connection:
+	// carry the headers the middleware set.
+	hdr := http.Header{}
+	for _, k := range []string{"Sandbox-Runtime-Version", "X-Request-ID"} {
+		if v := w.Header().Get(k); v != "" {
+			hdr.Set(k, v)
+		}
+	}
+	conn, err := up.Upgrade(w, r, hdr)
+	if err != nil {
+		return nil, false
+	}
+	if tc, ok := conn.NetConn().(*net.TCPConn); ok {
+		tc.SetWriteBuffer(attachSendBuffer)
+		tc.SetReadBuffer(attachRecvBuffer)
+	}
+	limitUnsent(conn.NetConn(), streamUnsentLimit) // pings and the close frame do not wait behind a full buffer
+	return conn, true
 }
 
 // generate runs the event generator until the exit event (or the end of the

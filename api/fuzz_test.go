@@ -528,3 +528,68 @@ func FuzzAttachFrame(f *testing.F) {
 		fzClientError(t, err, http.StatusBadRequest, http.StatusConflict, http.StatusTooManyRequests)
 	})
 }
+
+// FuzzOutputEventFit checks the follower's one-pass encoder: with any
+// budget, appendJSONTextFit's text is exactly appendJSONText's of the prefix
+// it took (which FuzzOutputEvent holds byte-equal to encoding/json), the
+// prefix is never empty, never inside a character, fits the budget and is
+// the longest that does; nextOutputEvent's line is what wire.Event encodes
+// to for the bytes it took.
+func FuzzOutputEventFit(f *testing.F) {
+	for _, s := range []string{"hello\n", "\x00\x01\x1f\x7f", "\"\\", "\u2028\u2029", "héllo wörld ✓ 🙂",
+		"\xff\xfe", "a\xe2\x82\xacb", "\b\f\v", "abcdefghijklmnopqrstuvwxyz\"\\\n\x01", "plain ascii that is long enough for the 8-byte loop"} {
+		f.Add([]byte(s), uint16(6))
+		f.Add([]byte(s), uint16(13))
+	}
+	f.Fuzz(func(t *testing.T, data []byte, b uint16) {
+		budget := 6 + int(b)%200
+		text, n, ok := appendJSONTextFit([]byte("pre"), data, budget)
+		if !ok {
+			if _, whole := appendJSONText(nil, data); whole {
+				t.Fatalf("appendJSONTextFit(%q, %d) refused valid UTF-8", data, budget)
+			}
+			if string(text) != "pre" {
+				t.Fatalf("appendJSONTextFit(%q, %d) changed dst on refusal: %q", data, budget, text)
+			}
+			return
+		}
+		if len(data) > 0 && n <= 0 || n > len(data) {
+			t.Fatalf("appendJSONTextFit(%q, %d) took %d bytes", data, budget, n)
+		}
+		want, wok := appendJSONText([]byte("pre"), data[:n])
+		if !wok || !bytes.Equal(text, want) {
+			t.Fatalf("appendJSONTextFit(%q, %d) = %q (%d bytes); appendJSONText of them: %q", data, budget, text, n, want)
+		}
+		if len(text)-3 > budget && len(data)*6 > budget {
+			t.Fatalf("appendJSONTextFit(%q, %d): %d bytes of text", data, budget, len(text)-3)
+		}
+		if n < len(data) {
+			if !utf8.RuneStart(data[n]) {
+				t.Fatalf("appendJSONTextFit(%q, %d) cut inside a character at %d", data, budget, n)
+			}
+			_, size := utf8.DecodeRune(data[n:])
+			if more, mok := appendJSONText(nil, data[:n+size]); mok && len(more) <= budget {
+				t.Fatalf("appendJSONTextFit(%q, %d) stopped at %d; %d bytes (%d of text) fit", data, budget, n, n+size, len(more))
+			}
+		}
+		if len(data) == 0 {
+			return
+		}
+		line, m := nextOutputEvent(nil, ringbuf.Stdout, 7, data)
+		if m <= 0 || m > len(data) {
+			t.Fatalf("nextOutputEvent(%q) took %d bytes", data, m)
+		}
+		var e wire.Event
+		if err := json.Unmarshal(line, &e); err != nil {
+			t.Fatalf("nextOutputEvent(%q) = %s: %v", data, line, err)
+		}
+		cursor := int64(7)
+		w := wire.Event{Type: wire.EventOutput, Stream: "stdout", Cursor: &cursor, Data: e.Data, Encoding: e.Encoding, NextCursor: 7 + int64(m)}
+		if m != len(data) && len(data) <= maxEventData && len(data)*6 <= maxEventText {
+			t.Fatalf("nextOutputEvent(%q) cut %d bytes that fit", data, m)
+		}
+		if !bytes.Equal(line, httpx.Marshal(w)) || !bytes.Equal(line, appendOutputEvent(nil, ringbuf.Stdout, 7, data[:m])) {
+			t.Fatalf("nextOutputEvent(%q) = %s; wire.Event encodes as %s", data, line, httpx.Marshal(w))
+		}
+	})
+}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/sandbox-runtime/sandbox-runtime/runtime"
@@ -225,11 +226,9 @@ func TestCommandLogsCarryRequestID(t *testing.T) {
 	json.Unmarshal(body, &st)
 	// Another request for the same command must not relabel it.
 	atDo(t, "GET", ts.URL+"/v1/commands/"+st.CommandID+"?wait=10", "", http.Header{"X-Request-Id": {"wait-43"}})
-	for _, msg := range []string{"command started", "command finished"} {
-		e := obsWaitLog(t, logs, msg, map[string]string{"command_id": st.CommandID})
-		if got := e.ContextMap()["request_id"]; got != "create-42" {
-			t.Errorf("%q line: request_id %v; want create-42 (%v)", msg, got, e.ContextMap())
-		}
+	e := obsWaitLog(t, logs, "command finished", map[string]string{"command_id": st.CommandID})
+	if got := e.ContextMap()["request_id"]; got != "create-42" {
+		t.Errorf("command finished line: request_id %v; want create-42 (%v)", got, e.ContextMap())
 	}
 	// Without an X-Request-ID the generated id is the one logged.
 	resp, err := http.Post(ts.URL+"/v1/commands", "application/json", strings.NewReader(`{"argv":["true"]}`))
@@ -241,5 +240,62 @@ func TestCommandLogsCarryRequestID(t *testing.T) {
 	if rid == "" {
 		t.Fatal("no X-Request-ID in the answer")
 	}
-	obsWaitLog(t, logs, "command started", map[string]string{"request_id": rid})
+	obsWaitLog(t, logs, "command finished", map[string]string{"request_id": rid})
+}
+
+// TestOneInfoLinePerCommand: at the info level a command logs one line, at
+// its end, carrying the start's audit fields (argv0, pid, timeout, stdin,
+// terminal) beside the end's; the start line is debug only (issue 26).
+func TestOneInfoLinePerCommand(t *testing.T) {
+	ts, logs := obsLogs(t, nil)
+	code, body := atDo(t, "POST", ts.URL+"/v1/commands", `{"argv":["sh","-c","exit 3"],"timeout":7}`, nil)
+	if code != 201 {
+		t.Fatalf("create: %d %s", code, body)
+	}
+	var st struct {
+		CommandID string `json:"command_id"`
+		PID       int    `json:"pid"`
+	}
+	json.Unmarshal(body, &st)
+	e := obsWaitLog(t, logs, "command finished", map[string]string{"command_id": st.CommandID})
+	f := e.ContextMap()
+	if f["argv0"] != "sh" || fmt.Sprint(f["pid"]) != fmt.Sprint(st.PID) || f["timeout_seconds"] != 7.0 ||
+		f["stdin"] != false || f["pty"] != false || fmt.Sprint(f["exit_code"]) != "3" || f["state"] != "exited" {
+		t.Errorf("command finished line %v; want argv0 sh, pid %d, timeout_seconds 7, stdin and pty false, exit_code 3, state exited", f, st.PID)
+	}
+	var info []string
+	for _, l := range logs.All() {
+		if l.ContextMap()["command_id"] == st.CommandID && l.Level >= zapcore.InfoLevel {
+			info = append(info, l.Message)
+		}
+	}
+	if len(info) != 1 {
+		t.Errorf("info lines of the command: %q; want only \"command finished\"", info)
+	}
+}
+
+// TestLegacyExecuteLogsOneLine: a legacy /execute logs one info line, the
+// request's, carrying the execution's outcome (argv0, pid, exit code, how it
+// ended); the runtime's own line for it is debug only (issue 26).
+func TestLegacyExecuteLogsOneLine(t *testing.T) {
+	ts, logs := obsLogs(t, nil)
+	code, body := atDo(t, "POST", ts.URL+"/execute", `{"command":"sh -c 'exit 4'"}`, http.Header{"X-Request-Id": {"rid-exec-one"}})
+	if code != 200 || !strings.Contains(string(body), `"exit_code":4`) {
+		t.Fatalf("execute: %d %s", code, body)
+	}
+	e := obsWaitLog(t, logs, "request", map[string]string{"request_id": "rid-exec-one"})
+	f := e.ContextMap()
+	pid, _ := f["pid"].(int64)
+	if f["argv0"] != "sh" || pid <= 0 || fmt.Sprint(f["exit_code"]) != "4" || f["timed_out"] != false || f["terminated"] != false {
+		t.Errorf("request line %v; want argv0 sh, a pid, exit_code 4, timed_out and terminated false", f)
+	}
+	var info []string
+	for _, l := range logs.All() {
+		if l.Level >= zapcore.InfoLevel && (l.ContextMap()["request_id"] == "rid-exec-one" || l.ContextMap()["pid"] == f["pid"]) {
+			info = append(info, l.Message)
+		}
+	}
+	if len(info) != 1 {
+		t.Errorf("info lines of the execution: %q; want only the request's", info)
+	}
 }

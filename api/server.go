@@ -261,40 +261,9 @@ func (s *Server) middleware(mux *http.ServeMux) http.Handler {
 		r = r.WithContext(httpx.WithDecodeTurns(context.WithValue(r.Context(), requestIDKey{}, rid), s.m))
 		defer func() {
 			if p := recover(); p != nil {
-				if p == http.ErrAbortHandler {
-					panic(p)
-				}
-				s.log.Error("handler panic", zap.Any("panic", p), zap.String("request_id", rid), zap.Stack("stack"))
-				if !rec.wroteHeader {
-					writeError(rec, http.StatusInternalServerError, "internal", "internal error", nil)
-				}
+				s.handlerPanicked(rec, rid, p)
 			}
-			status, took := rec.status(), time.Since(start)
-			fields := []zap.Field{
-				zap.String("request_id", rid),
-				zap.String("method", r.Method),
-				zap.String("path", r.URL.Path),
-				zap.Int("status", status),
-				zap.Int64("bytes", rec.bytes),
-				zap.Duration("duration", took),
-			}
-			level := zap.InfoLevel
-			if status >= 400 {
-				if rec.errCode == "" {
-					rec.errCode = httpx.StatusCode(status)
-				}
-				fields = append(fields, zap.String("error_code", rec.errCode), zap.String("error_message", rec.errMsg))
-				if status == http.StatusInternalServerError && rec.err != nil {
-					// An error no status was mapped for: a bug, logged
-					// as one with its cause (the client saw only
-					// "internal error"). Expected 5xx answers (503 while
-					// draining, the legacy upload's 500) stay at info.
-					fields = append(fields, zap.NamedError("cause", rec.err))
-					level = zap.ErrorLevel
-				}
-			}
-			s.log.Log(level, "request", fields...)
-			s.metrics.ObserveRequest(routeLabel(r, route), r.Method, status, took, rec.errCode)
+			s.logRequest(rec, r, rid, route, time.Since(start))
 		}()
 		if !s.browserGate(rec, r) {
 			return
@@ -304,32 +273,85 @@ func (s *Server) middleware(mux *http.ServeMux) http.Handler {
 			return
 		}
 		defer release()
-		p := r.URL.Path
-		for _, raw := range s.raw {
-			// Served with the raw path: ServeMux would redirect `..`, `.`
-			// and `//` (protocol.md §1: never redirect); the handler
-			// answers those itself.
-			if strings.HasPrefix(p, raw.prefix) || p == strings.TrimSuffix(raw.prefix, "/") {
-				route = raw.pattern
-				raw.h.ServeHTTP(rec, r)
-				return
-			}
-		}
-		if p == "/v1/files" {
-			// The base dir itself; ServeMux would redirect to "/v1/files/".
-			r.URL.Path, r.URL.RawPath = "/v1/files/", ""
-		} else if strings.HasPrefix(p, "/v1/files/") && !isClean(p) {
-			// `..` (also percent-encoded), `.` and `//` in a file path are
-			// resolved by the files handler (403 outside the base dir).
-			r.SetPathValue("path", p[len("/v1/files/"):])
-			files.ServeHTTP(rec, r)
-			return
-		} else if !isClean(p) {
-			s.notFound(rec, r)
-			return
-		}
-		mux.ServeHTTP(rec, r)
+		s.dispatch(mux, files, rec, r, &route)
 	})
+}
+
+// handlerPanicked answers a handler's panic p with a 500 (unless a status
+// was written) and logs it; http.ErrAbortHandler goes on up.
+func (s *Server) handlerPanicked(rec *statusRecorder, rid string, p any) {
+	if p == http.ErrAbortHandler {
+		panic(p)
+	}
+	s.log.Error("handler panic", zap.Any("panic", p), zap.String("request_id", rid), zap.Stack("stack"))
+	if !rec.wroteHeader {
+		writeError(rec, http.StatusInternalServerError, "internal", "internal error", nil)
+	}
+}
+
+// logRequest writes the request's log line and its metrics.
+func (s *Server) logRequest(rec *statusRecorder, r *http.Request, rid, route string, took time.Duration) {
+	status := rec.status()
+	fields := []zap.Field{
+		zap.String("request_id", rid),
+		zap.String("method", r.Method),
+		zap.String("path", r.URL.Path),
+		zap.Int("status", status),
+		zap.Int64("bytes", rec.bytes),
+		zap.Duration("duration", took),
+	}
+	if c := rec.cmd; c != nil {
+		fields = append(fields, zap.String("argv0", c.Argv0), zap.Int("pid", c.Pid), zap.Int("exit_code", c.ExitCode),
+			zap.Bool("timed_out", c.TimedOut), zap.Bool("terminated", c.Terminated))
+	}
+	level := zap.InfoLevel
+	if status >= 400 {
+		if rec.errCode == "" {
+			rec.errCode = httpx.StatusCode(status)
+		}
+		fields = append(fields, zap.String("error_code", rec.errCode), zap.String("error_message", rec.errMsg))
+		if status == http.StatusInternalServerError && rec.err != nil {
+			// An error no status was mapped for: a bug, logged as one
+			// with its cause (the client saw only "internal error").
+			// Expected 5xx answers (503 while draining, the legacy
+			// upload's 500) stay at info.
+			fields = append(fields, zap.NamedError("cause", rec.err))
+			level = zap.ErrorLevel
+		}
+	}
+	s.log.Log(level, "request", fields...)
+	s.metrics.ObserveRequest(routeLabel(r, route), r.Method, status, took, rec.errCode)
+}
+
+// dispatch hands r to its handler: the raw-path routes, the files handler
+// for unclean file paths, a 404 for other unclean paths, else the mux. It
+// sets *route (before the handler runs) for the routes outside the mux.
+func (s *Server) dispatch(mux *http.ServeMux, files http.Handler, rec *statusRecorder, r *http.Request, route *string) {
+	p := r.URL.Path
+	for _, raw := range s.raw {
+		// Served with the raw path: ServeMux would redirect `..`, `.`
+		// and `//` (protocol.md §1: never redirect); the handler
+		// answers those itself.
+		if strings.HasPrefix(p, raw.prefix) || p == strings.TrimSuffix(raw.prefix, "/") {
+			*route = raw.pattern
+			raw.h.ServeHTTP(rec, r)
+			return
+		}
+	}
+	if p == "/v1/files" {
+		// The base dir itself; ServeMux would redirect to "/v1/files/".
+		r.URL.Path, r.URL.RawPath = "/v1/files/", ""
+	} else if strings.HasPrefix(p, "/v1/files/") && !isClean(p) {
+		// `..` (also percent-encoded), `.` and `//` in a file path are
+		// resolved by the files handler (403 outside the base dir).
+		r.SetPathValue("path", p[len("/v1/files/"):])
+		files.ServeHTTP(rec, r)
+		return
+	} else if !isClean(p) {
+		s.notFound(rec, r)
+		return
+	}
+	mux.ServeHTTP(rec, r)
 }
 
 // requestIDKey is the context key of the request id (RequestID).
@@ -375,10 +397,15 @@ type statusRecorder struct {
 	errCode     string // the error code of a 4xx/5xx answer (writeError, httpx.NoteError)
 	errMsg      string // and its message
 	err         error  // the error behind it (fail), for 500s and spawn failures
+
+	cmd *httpx.CommandNote // the command the request ran to its end (httpx.NoteCommand)
 }
 
 // NoteError implements httpx.ErrorNoter.
 func (r *statusRecorder) NoteError(code, msg string) { r.errCode, r.errMsg = code, msg }
+
+// NoteCommand implements httpx.CommandNoter.
+func (r *statusRecorder) NoteCommand(c httpx.CommandNote) { r.cmd = &c }
 
 func (r *statusRecorder) WriteHeader(code int) {
 	if !r.wroteHeader {

@@ -214,18 +214,15 @@ func (w *streamWindow) sendOutput(r ringbuf.Record, data []byte) error {
 	// Positions come from the bytes sent: off is where the next event's
 	// data starts in r.Data, whatever the caller cut.
 	for off := 0; off < len(data); {
-		n := min(len(data)-off, maxEventData)
-		if off+n < len(data) {
-			n = runeBoundary(data[off:], n)
-		}
-		n = textFit(data[off:off+n], maxEventText)
 		at := r.Cursor + int64(off)
-		chunk := data[off : off+n]
+		var n int
 		var err error
 		if bs, ok := w.sink.(bufferedSink); ok { // encode in place: one copy less
-			err = bs.commit(appendOutputEvent(bs.buffer(), r.Stream, at, chunk))
+			var line []byte
+			line, n = nextOutputEvent(bs.buffer(), r.Stream, at, data[off:])
+			err = bs.commit(line)
 		} else {
-			w.line = appendOutputEvent(w.line[:0], r.Stream, at, chunk)
+			w.line, n = nextOutputEvent(w.line[:0], r.Stream, at, data[off:])
 			err = w.sink.event(w.line)
 		}
 		if err != nil {
@@ -234,6 +231,26 @@ func (w *streamWindow) sendOutput(r ringbuf.Record, data []byte) error {
 		off += n
 	}
 	return nil
+}
+
+// nextOutputEvent appends to dst the output event of the first bytes of
+// data (at cursor at): at most maxEventData bytes and maxEventText of JSON
+// text, cut between UTF-8 characters. n is how many bytes of data it holds.
+func nextOutputEvent(dst []byte, stream ringbuf.Stream, at int64, data []byte) (line []byte, n int) {
+	n = min(len(data), maxEventData)
+	if n < len(data) {
+		n = runeBoundary(data, n)
+	}
+	head := len(dst)
+	dst = appendOutputHead(dst, stream, at)
+	if text, fit, ok := appendJSONTextFit(dst, data[:n], maxEventText); ok {
+		// One pass: the text is cut where its encoding reaches the budget.
+		return appendOutputTail(append(text, '"'), at, fit), fit
+	}
+	// Not UTF-8: base64 of what fits (binary output, the rare case, pays
+	// the second scan).
+	n = textFit(data[:n], maxEventText)
+	return appendOutputEvent(dst[:head], stream, at, data[:n]), n
 }
 
 // exit sends the exit event with the final status, the stream's last.
@@ -288,7 +305,9 @@ func runeBoundary(data []byte, n int) int {
 	return n
 }
 
-// textFit returns the length of the longest prefix of s whose JSON text
+// textFit (the cut of output that is not UTF-8, sent as base64; text is cut
+// by appendJSONTextFit as it is encoded) returns the length of the longest
+// prefix of s whose JSON text
 // (see appendJSONText) takes at most budget bytes, never less than one
 // character and never inside one. Bytes that are not ASCII count once:
 // the cut only has to bound escapes, which are ASCII.
@@ -342,19 +361,31 @@ func streamName(s ringbuf.Stream) string {
 // appendOutputEvent appends an output event for data to dst: text when data
 // is valid UTF-8, base64 otherwise.
 func appendOutputEvent(dst []byte, stream ringbuf.Stream, cursor int64, data []byte) []byte {
-	dst = append(dst, `{"type":"`+wire.EventOutput+`","stream":"`...)
-	dst = append(dst, streamName(stream)...)
-	dst = append(dst, `","cursor":`...)
-	dst = strconv.AppendInt(dst, cursor, 10)
-	dst = append(dst, `,"data":"`...)
+	dst = appendOutputHead(dst, stream, cursor)
 	if text, ok := appendJSONText(dst, data); ok {
 		dst = append(text, '"')
 	} else {
 		dst = base64.StdEncoding.AppendEncode(dst, data)
 		dst = append(dst, `","encoding":"`+wire.EncodingBase64+`"`...)
 	}
+	return appendOutputTail(dst, cursor, len(data))
+}
+
+// appendOutputHead appends an output event up to the opening quote of its
+// data.
+func appendOutputHead(dst []byte, stream ringbuf.Stream, cursor int64) []byte {
+	dst = append(dst, `{"type":"`+wire.EventOutput+`","stream":"`...)
+	dst = append(dst, streamName(stream)...)
+	dst = append(dst, `","cursor":`...)
+	dst = strconv.AppendInt(dst, cursor, 10)
+	return append(dst, `,"data":"`...)
+}
+
+// appendOutputTail appends the rest of an output event of n bytes after its
+// data.
+func appendOutputTail(dst []byte, cursor int64, n int) []byte {
 	dst = append(dst, `,"next_cursor":`...)
-	dst = strconv.AppendInt(dst, cursor+int64(len(data)), 10)
+	dst = strconv.AppendInt(dst, cursor+int64(n), 10)
 	return append(dst, '}')
 }
 
@@ -376,6 +407,104 @@ func escapeMask8(x uint64) uint64 {
 
 // needsEscape8 reports whether any of the eight bytes in x needs a look.
 func needsEscape8(x uint64) bool { return escapeMask8(x) != 0 }
+
+// appendJSONTextFit is appendJSONText of the longest prefix of s whose
+// JSON text takes at most budget bytes (budget >= 6: at least one
+// character always fits), in one pass: n is the prefix's length, never
+// inside a character. If that prefix is not valid UTF-8 it returns dst
+// unchanged and false (n is then meaningless). Where the whole of s fits it
+// is appendJSONText's text; the cut is where the encoded length would pass
+// budget.
+func appendJSONTextFit(dst, s []byte, budget int) (out []byte, n int, ok bool) {
+	if len(s)*6 <= budget { // no character encodes to more than 6 bytes per byte
+		out, ok = appendJSONText(dst, s)
+		return out, len(s), ok
+	}
+	orig := len(dst)
+	dst = slices.Grow(dst, min(len(s)+len(s)/16+8, budget))
+	// room is what is left of the budget once s[start:i] is copied.
+	room := func(start, i int) int { return budget - (len(dst) - orig) - (i - start) }
+	start, i := 0, 0
+	for {
+		// Find the next byte that needs a look, within the budget.
+		for i+8 <= len(s) && room(start, i) >= 8 {
+			if m := escapeMask8(binary.LittleEndian.Uint64(s[i:])); m != 0 {
+				i += bits.TrailingZeros64(m) >> 3
+				goto look
+			}
+			i += 8
+		}
+		for i < len(s) && room(start, i) >= 1 && s[i] >= 0x20 && s[i] != '"' && s[i] != '\\' && s[i] < utf8.RuneSelf {
+			i++
+		}
+	look:
+		if i >= len(s) {
+			return append(dst, s[start:]...), len(s), true
+		}
+		b := s[i]
+		if b >= 0x20 && b != '"' && b != '\\' && b < utf8.RuneSelf {
+			// A plain byte that did not fit.
+			return append(dst, s[start:i]...), i, true
+		}
+		if b >= utf8.RuneSelf {
+			r, size := utf8.DecodeRune(s[i:])
+			if r == utf8.RuneError && size == 1 {
+				return dst[:orig], 0, false
+			}
+			cost := size
+			if r == '\u2028' || r == '\u2029' {
+				cost = 6
+			}
+			if room(start, i) < cost {
+				return append(dst, s[start:i]...), i, true
+			}
+			if cost == 6 {
+				dst = append(dst, s[start:i]...)
+				dst = append(dst, `\u202`...)
+				dst = append(dst, hexDigits[r&0xf])
+				start = i + size
+			}
+			i += size
+			continue
+		}
+		if room(start, i) < escapeLen(b) {
+			return append(dst, s[start:i]...), i, true
+		}
+		dst = append(dst, s[start:i]...)
+		dst = appendEscape(dst, b)
+		i++
+		start = i
+	}
+}
+
+// appendEscape appends the JSON escape of the ASCII byte b ('"', '\\' or a
+// control character), as encoding/json writes it (wire.Event's encoding).
+func appendEscape(dst []byte, b byte) []byte {
+	switch b {
+	case '"', '\\':
+		return append(dst, '\\', b)
+	case '\n':
+		return append(dst, '\\', 'n')
+	case '\r':
+		return append(dst, '\\', 'r')
+	case '\t':
+		return append(dst, '\\', 't')
+	case '\b':
+		return append(dst, '\\', 'b')
+	case '\f':
+		return append(dst, '\\', 'f')
+	}
+	return append(dst, '\\', 'u', '0', '0', hexDigits[b>>4], hexDigits[b&0xf])
+}
+
+// escapeLen is the length of appendEscape's escape of b.
+func escapeLen(b byte) int {
+	switch b {
+	case '"', '\\', '\n', '\r', '\t', '\b', '\f':
+		return 2
+	}
+	return 6
+}
 
 // appendJSONText appends UTF-8 text as the inside of a JSON string. If s
 // is not valid UTF-8 it returns dst unchanged and false.
@@ -417,22 +546,7 @@ func appendJSONText(dst, s []byte) ([]byte, bool) {
 			continue
 		}
 		dst = append(dst, s[start:i]...)
-		switch b {
-		case '"', '\\':
-			dst = append(dst, '\\', b)
-		case '\n':
-			dst = append(dst, '\\', 'n')
-		case '\r':
-			dst = append(dst, '\\', 'r')
-		case '\t':
-			dst = append(dst, '\\', 't')
-		case '\b': // as encoding/json writes them (wire.Event's encoding)
-			dst = append(dst, '\\', 'b')
-		case '\f':
-			dst = append(dst, '\\', 'f')
-		default:
-			dst = append(dst, '\\', 'u', '0', '0', hexDigits[b>>4], hexDigits[b&0xf])
-		}
+		dst = appendEscape(dst, b)
 		i++
 		start = i
 	}

@@ -78,6 +78,22 @@ func BenchmarkAppendJSONText(b *testing.B) {
 	}
 }
 
+// BenchmarkOutputEvents: what a follower's encoder does per ring read: cut
+// 64 KiB of program text (lines with a tab and a quote) into events and
+// encode them (nextOutputEvent: textFit, then appendOutputEvent).
+func BenchmarkOutputEvents(b *testing.B) {
+	data := []byte(strings.Repeat("the quick brown fox\tjumps over the \"lazy\" dog 0123456789\n", 64<<10/56))
+	b.SetBytes(int64(len(data)))
+	var dst []byte
+	for b.Loop() {
+		for off := 0; off < len(data); {
+			var n int
+			dst, n = nextOutputEvent(dst[:0], ringbuf.Stdout, int64(off), data[off:])
+			off += n
+		}
+	}
+}
+
 // TestTextFitBoundsEncodedEvents checks that an event's JSON text stays
 // within maxEventText whatever the bytes, and that the cut never splits a
 // character or drops a byte.

@@ -18,7 +18,6 @@ import (
 	goruntime "runtime"
 
 	"github.com/sandbox-runtime/sandbox-runtime/internal/daemontest"
-	"github.com/sandbox-runtime/sandbox-runtime/runtime"
 	"github.com/sandbox-runtime/sandbox-runtime/wire"
 )
 
@@ -109,11 +108,9 @@ func TestRunsShareNoState(t *testing.T) {
 }
 
 // TestTerminalLimitIsTheDaemons: the client clamps a window to the limit
-// the daemon applies (wire.MaxTerminalSize, runtime.MaxTerminalSize).
+// the daemon applies: wire.MaxTerminalSize, the one definition (runtime's
+// TestPTYClampsToTheWireLimit holds the daemon to it).
 func TestTerminalLimitIsTheDaemons(t *testing.T) {
-	if wire.MaxTerminalSize != runtime.MaxTerminalSize {
-		t.Fatalf("wire.MaxTerminalSize %d, runtime.MaxTerminalSize %d: the client would clamp to another limit than the daemon", wire.MaxTerminalSize, runtime.MaxTerminalSize)
-	}
 	var stderr bytes.Buffer
 	c := &cli{name: "attach", stderr: &stderr}
 	if cols, rows := c.clampWindow(5000, 30, false); cols != wire.MaxTerminalSize || rows != 30 || !strings.Contains(stderr.String(), "5000x30") {

@@ -421,20 +421,14 @@ func ExitCode(st *wire.Status) int {
 
 const defaultCollectLimit = 64 << 20
 
-// Run creates a command, streams its output to the callbacks as it comes,
-// and returns the collected result once it has finished. The stream is
-// resumed after disconnects without losing or repeating a byte. When req
-// has no CommandID, Run gives it one, so the create is retried safely.
-// Cancelling ctx returns ctx's error and leaves the command running.
-func (c *Client) Run(ctx context.Context, req wire.CreateRequest, o RunOptions) (*Result, error) {
-	if req.CommandID == "" {
-		req.CommandID = uuid.NewString()
-	}
+// collector is Run's event callback: it keeps each stream in res up to
+// o's CollectLimit (counting the rest as dropped), adds the gaps, and calls
+// o's callbacks.
+func (o RunOptions) collector(res *Result) func(ev *wire.Event) error {
 	limit := o.CollectLimit
 	if limit == 0 {
 		limit = defaultCollectLimit
 	}
-	res := &Result{}
 	collect := func(dst *[]byte, dropped *int64, data []byte) {
 		if limit < 0 {
 			return
@@ -443,7 +437,7 @@ func (c *Client) Run(ctx context.Context, req wire.CreateRequest, o RunOptions) 
 		*dst = append(*dst, data[:n]...)
 		*dropped += int64(len(data) - n)
 	}
-	fn := func(ev *wire.Event) error {
+	return func(ev *wire.Event) error {
 		if ev.Type == wire.EventGap {
 			res.GapBytes += *ev.DroppedBytes
 			if o.OnGap != nil {
@@ -465,6 +459,19 @@ func (c *Client) Run(ctx context.Context, req wire.CreateRequest, o RunOptions) 
 		}
 		return nil
 	}
+}
+
+// Run creates a command, streams its output to the callbacks as it comes,
+// and returns the collected result once it has finished. The stream is
+// resumed after disconnects without losing or repeating a byte. When req
+// has no CommandID, Run gives it one, so the create is retried safely.
+// Cancelling ctx returns ctx's error and leaves the command running.
+func (c *Client) Run(ctx context.Context, req wire.CreateRequest, o RunOptions) (*Result, error) {
+	if req.CommandID == "" {
+		req.CommandID = uuid.NewString()
+	}
+	res := &Result{}
+	fn := o.collector(res)
 
 	var cursor int64
 	started := false

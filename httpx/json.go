@@ -54,6 +54,38 @@ func NoteError(w http.ResponseWriter, code, msg string) {
 	}
 }
 
+// CommandNote is the outcome of the one command a request ran to its end
+// (legacy /execute), for the request's log line, which is then the
+// command's one line too.
+type CommandNote struct {
+	Argv0                string
+	Pid                  int
+	ExitCode             int
+	TimedOut, Terminated bool
+}
+
+// CommandNoter is implemented by the server's response writer: it keeps a
+// CommandNote for the request log.
+type CommandNoter interface {
+	NoteCommand(CommandNote)
+}
+
+// NoteCommand tells the server's request log the outcome of the command the
+// request on w ran; nothing happens when no writer below w keeps it.
+func NoteCommand(w http.ResponseWriter, c CommandNote) {
+	for {
+		switch x := w.(type) {
+		case CommandNoter:
+			x.NoteCommand(c)
+			return
+		case interface{ Unwrap() http.ResponseWriter }:
+			w = x.Unwrap()
+		default:
+			return
+		}
+	}
+}
+
 // StatusCode names an error status the way the v1 codes do, for answers
 // that carry no code of their own (legacy bodies, net/http's own errors).
 func StatusCode(status int) string {

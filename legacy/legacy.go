@@ -251,6 +251,10 @@ func (s *Handlers) answerExecution(w http.ResponseWriter, r *http.Request, secon
 	for {
 		select {
 		case o := <-done:
+			if o.err == nil {
+				httpx.NoteCommand(w, httpx.CommandNote{Argv0: o.argv[0], Pid: o.res.Pid, ExitCode: o.res.ExitCode,
+					TimedOut: o.res.TimedOut, Terminated: o.res.Terminated})
+			}
 			// The answer is encoded as it is written; the execution place is
 			// held until it is out (or the client is cut for not reading).
 			err := writeLegacyExecAnswer(newDeadlineWriter(w, rc), o.argv, seconds, &o.res, o.err)

@@ -227,9 +227,24 @@ func buildCgroupTree(log *zap.Logger, opts CgroupOptions) (*cgroupTree, string, 
 		}
 		t.noteSelf()
 	}
-	// Controllers for the commands: root → base → commands → c<N>.
+	if err := t.makeCommands(); err != nil {
+		return fail("creating "+t.commands, err)
+	}
+	reason := "cgroup v2 tree " + t.root + " is writable"
+	if containsString(t.enabled, "pids") {
+		reason += t.limitPids(mount, opts.PidsHeadroom)
+	} else {
+		reason += "; no pids controller here, so the runtime keeps threads made up front as its headroom"
+	}
+	return t, reason, nil
+}
+
+// makeCommands creates the commands' parent cgroup with the pids and
+// memory controllers the root offers enabled down to it: root → base →
+// commands → c<N>.
+func (t *cgroupTree) makeCommands() error {
 	want := []string{}
-	avail := strings.Fields(readString(filepath.Join(root, "cgroup.controllers")))
+	avail := strings.Fields(readString(filepath.Join(t.root, "cgroup.controllers")))
 	for _, c := range []string{"pids", "memory"} {
 		for _, a := range avail {
 			if a == c {
@@ -239,41 +254,42 @@ func buildCgroupTree(log *zap.Logger, opts CgroupOptions) (*cgroupTree, string, 
 	}
 	var enabled []string
 	for _, c := range want {
-		if enableController(root, c) && enableController(t.base, c) {
+		if enableController(t.root, c) && enableController(t.base, c) {
 			enabled = append(enabled, c)
 		}
 	}
 	t.commands = filepath.Join(t.base, "commands")
 	if err := os.Mkdir(t.commands, 0o755); err != nil {
-		return fail("creating "+t.commands, err)
+		return err
 	}
 	for _, c := range enabled {
 		enableController(t.commands, c)
 	}
 	t.enabled = enabled
-	reason := "cgroup v2 tree " + root + " is writable"
-	if containsString(enabled, "pids") {
-		headroom := opts.PidsHeadroom
-		if headroom <= 0 {
-			headroom = DefaultPidsHeadroom
-		}
-		limit := nearestPidsMax(root, mount)
-		if pm := readInt("/proc/sys/kernel/pid_max"); pm > 0 && (limit <= 0 || pm < limit) {
-			limit = pm
-		}
-		if limit > 0 {
-			max := max(limit-headroom, 1)
-			if err := writeFile(filepath.Join(t.commands, "pids.max"), strconv.FormatInt(max, 10)); err != nil {
-				log.Warn("cannot set pids.max for commands", zap.Error(err))
-			} else {
-				t.pidsMax = max
-				reason += fmt.Sprintf("; commands are limited to %d tasks, %d kept for the runtime", max, headroom)
-			}
-		}
-	} else {
-		reason += "; no pids controller here, so the runtime keeps threads made up front as its headroom"
+	return nil
+}
+
+// limitPids sets the commands' pids.max to the nearest limit above them
+// (or pid_max) less headroom (<= 0: DefaultPidsHeadroom), and says so in
+// the words it returns for the tree's reason ("" when no limit was set).
+func (t *cgroupTree) limitPids(mount string, headroom int64) string {
+	if headroom <= 0 {
+		headroom = DefaultPidsHeadroom
 	}
-	return t, reason, nil
+	limit := nearestPidsMax(t.root, mount)
+	if pm := readInt("/proc/sys/kernel/pid_max"); pm > 0 && (limit <= 0 || pm < limit) {
+		limit = pm
+	}
+	if limit <= 0 {
+		return ""
+	}
+	max := max(limit-headroom, 1)
+	if err := writeFile(filepath.Join(t.commands, "pids.max"), strconv.FormatInt(max, 10)); err != nil {
+		t.log.Warn("cannot set pids.max for commands", zap.Error(err))
+		return ""
+	}
+	t.pidsMax = max
+	return fmt.Sprintf("; commands are limited to %d tasks, %d kept for the runtime", max, headroom)
 }
 
 // controllers lists what is enabled for the commands' cgroups.

@@ -392,7 +392,11 @@ func (c *Command) finish(exit procgroup.ExitStatus) {
 	// sees exit and creates the next command at once must not get a 429.
 	c.m.finished(c, state, st.Truncated)
 	close(c.done)
+	// The command's one info line: the start's audit fields, then the end's.
 	c.log.Info("command finished",
+		zap.String("argv0", c.spec.argv[0]), zap.Int("pid", c.proc.Pid),
+		zap.Float64("timeout_seconds", c.spec.timeout.Seconds()),
+		zap.Bool("stdin", c.spec.stdin), zap.Bool("pty", c.spec.pty != nil),
 		zap.String("state", state.String()),
 		zap.Int("exit_code", exit.Code),
 		zap.Duration("duration", now.Sub(c.startedAt)),

@@ -21,6 +21,7 @@ type ExecResult struct {
 	ExitCode                     int     // exit code, or -N for a signal death
 	TimedOut                     bool    // the timeout ended it (output is then meaningless)
 	Terminated                   bool    // runtime shutdown ended it
+	Pid                          int     // the leader's pid (for the caller's log line)
 
 	release func()
 }
@@ -190,7 +191,7 @@ func (m *Manager) execute(argv []string, timeout time.Duration) (ExecResult, err
 	endCh := make(chan struct{})
 	s := supervision{
 		m: m, p: p, timeout: timeout, pumps: &pumps, files: []*os.File{p.Stdout, p.Stderr},
-		untilEOF: true, killOnTimeout: true,
+		untilEOF: true, killAtOnce: causes(causeTimeout),
 		endCh: endCh,
 		requestEnd: func(c cause) {
 			if why == causeNone {
@@ -213,9 +214,13 @@ func (m *Manager) execute(argv []string, timeout time.Duration) (ExecResult, err
 		ExitCode:   exit.Code,
 		TimedOut:   why == causeTimeout,
 		Terminated: why == causeShutdown,
+		Pid:        p.Pid,
 	}
-	log.Info("legacy execution finished", zap.Int("exit_code", exit.Code),
-		zap.Bool("timed_out", r.TimedOut), zap.Bool("terminated", r.Terminated))
+	// Debug only: the transport's request line carries the outcome (legacy:
+	// httpx.NoteCommand), so an execution has one info line.
+	if ce := log.Check(zap.DebugLevel, "legacy execution finished"); ce != nil {
+		ce.Write(zap.Int("exit_code", exit.Code), zap.Bool("timed_out", r.TimedOut), zap.Bool("terminated", r.Terminated))
+	}
 	return r, nil
 }
 

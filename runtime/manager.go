@@ -114,33 +114,47 @@ func (m *Manager) Close() {
 }
 
 // Create validates r and starts the command. It answers the status and
-// whether a new command was created (false: an idempotent re-post).
+// whether a new command was created (false: an idempotent re-post). Its
+// steps: normalize, register (or find the command_id's earlier command),
+// spawn, evict what is now beyond MaxRetained.
 func (m *Manager) Create(r CreateRequest) (Status, bool, error) {
 	s, id, err := m.normalize(r)
 	if err != nil {
 		return Status{}, false, err
 	}
+	c, fresh, err := m.register(s, id, r.RequestID)
+	if err != nil {
+		return Status{}, false, err
+	}
+	if !fresh {
+		return c.rePosted(s)
+	}
+	if err := m.spawn(c, s); err != nil {
+		return Status{}, false, err
+	}
 	m.mu.Lock()
+	m.evictLocked()
+	m.mu.Unlock()
+	return c.status(false), true, nil // just started: it has read nothing yet
+}
+
+// register admits a new command for s under m.mu and enters it in the
+// table, state starting (fresh), or returns the command an earlier request
+// with the same command_id created (not fresh). A command_id whose command
+// was evicted is a GoneError.
+func (m *Manager) register(s spec, id, requestID string) (c *Command, fresh bool, err error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	m.sweepLocked()
 	if m.closing {
-		m.mu.Unlock()
-		return Status{}, false, errorf(ErrShuttingDown, "the runtime is shutting down")
+		return nil, false, errorf(ErrShuttingDown, "the runtime is shutting down")
 	}
 	if id != "" {
 		if c, ok := m.cmds[id]; ok {
-			m.mu.Unlock()
-			if !c.spec.equal(s) {
-				return Status{}, false, errorf(ErrConflict, "command_id %s is in use by a different request", id)
-			}
-			<-c.startedCh
-			if c.startErr != nil {
-				return Status{}, false, c.startErr
-			}
-			return c.Status(), false, nil
+			return c, false, nil
 		}
 		if reason, ok := m.tombs[id]; ok {
-			m.mu.Unlock()
-			return Status{}, false, &GoneError{ID: id, Reason: reason}
+			return nil, false, &GoneError{ID: id, Reason: reason}
 		}
 	} else {
 		id = uuid.NewString()
@@ -148,21 +162,19 @@ func (m *Manager) Create(r CreateRequest) (Status, bool, error) {
 	// Under m.mu: ClassCommand refuses at once when full, never waits.
 	running, err := m.adm.admit(context.Background(), ClassCommand, 0)
 	if err != nil {
-		m.mu.Unlock()
-		return Status{}, false, err
+		return nil, false, err
 	}
-	now := m.cfg.Clock.Now()
-	c := &Command{
+	c = &Command{
 		id:        id,
-		spec:      s.retained(), // the envs map is for the start below only
+		spec:      s.retained(), // the envs map is for the start only
 		m:         m,
-		log:       m.log.With(zap.String("command_id", id), zap.String("request_id", r.RequestID)),
+		log:       m.log.With(zap.String("command_id", id), zap.String("request_id", requestID)),
 		ring:      ringbuf.New(m.cfg.OutputLimit, m.cfg.OutputRecords),
 		startedCh: make(chan struct{}),
 		endCh:     make(chan struct{}),
 		done:      make(chan struct{}),
 		state:     StateStarting,
-		createdAt: now,
+		createdAt: m.cfg.Clock.Now(),
 		stdin:     stdinQueue{enabled: s.stdin, closed: !s.stdin, wake: make(chan struct{}, 1), room: make(chan struct{})},
 		term:      newTerminal(s),
 		running:   running,
@@ -170,8 +182,25 @@ func (m *Manager) Create(r CreateRequest) (Status, bool, error) {
 	m.cmds[id] = c
 	m.order = append(m.order, c)
 	m.wg.Add(1)
-	m.mu.Unlock()
+	return c, true, nil
+}
 
+// rePosted answers a re-post of c's command_id with spec s: c's status once
+// it has started, or its start error; a different request is a conflict.
+func (c *Command) rePosted(s spec) (Status, bool, error) {
+	if !c.spec.equal(s) {
+		return Status{}, false, errorf(ErrConflict, "command_id %s is in use by a different request", c.id)
+	}
+	<-c.startedCh
+	if c.startErr != nil {
+		return Status{}, false, c.startErr
+	}
+	return c.Status(), false, nil
+}
+
+// spawn starts the registered command c's process and its owner goroutine
+// (run). When the start fails it undoes register and returns the error.
+func (m *Manager) spawn(c *Command, s spec) error {
 	t0 := time.Now()
 	p, err := m.reaper.Start(procgroup.Spec{
 		Argv:  s.argv,
@@ -180,18 +209,18 @@ func (m *Manager) Create(r CreateRequest) (Status, bool, error) {
 		Stdin: s.stdin,
 		PTY:   s.pty.winsize(),
 	})
-	spawn := time.Since(t0)
+	took := time.Since(t0)
 	if err != nil {
 		c.startErr = spawnError(err)
 		m.mu.Lock()
 		m.removeLocked(c)
 		m.mu.Unlock()
-		running()
+		c.running()
 		m.wg.Done()
 		close(c.startedCh)
 		m.obs.SpawnFailed(SpawnClassOf(err)) // a 503 resource_exhausted too: class resources
 		c.log.Info("command spawn failed", zap.String("argv0", s.argv[0]), zap.Error(err))
-		return Status{}, false, c.startErr
+		return c.startErr
 	}
 	c.mu.Lock()
 	c.proc = p
@@ -199,16 +228,16 @@ func (m *Manager) Create(r CreateRequest) (Status, bool, error) {
 	c.startedAt = m.cfg.Clock.Now()
 	c.mu.Unlock()
 	close(c.startedCh)
-	m.obs.CommandStarted(spawn)
+	m.obs.CommandStarted(took)
 	m.feed.commandStarted(c)
-	c.log.Info("command started", zap.String("argv0", s.argv[0]), zap.Int("pid", p.Pid),
-		zap.Float64("timeout_seconds", s.timeout.Seconds()), zap.Bool("stdin", s.stdin), zap.Bool("pty", s.pty != nil))
+	// Debug only: at info a command has one line, at its end, which
+	// carries these fields too (finish).
+	if ce := c.log.Check(zap.DebugLevel, "command started"); ce != nil {
+		ce.Write(zap.String("argv0", s.argv[0]), zap.Int("pid", p.Pid),
+			zap.Float64("timeout_seconds", s.timeout.Seconds()), zap.Bool("stdin", s.stdin), zap.Bool("pty", s.pty != nil))
+	}
 	go c.run(p)
-
-	m.mu.Lock()
-	m.evictLocked()
-	m.mu.Unlock()
-	return c.status(false), true, nil // just started: it has read nothing yet
+	return nil
 }
 
 // evictLocked drops the oldest finished handles while more than MaxRetained

@@ -5,12 +5,13 @@ import (
 	"sync"
 
 	"github.com/sandbox-runtime/sandbox-runtime/procgroup"
+	"github.com/sandbox-runtime/sandbox-runtime/wire"
 )
 
-// Terminal limits and defaults.
+// Terminal limits and defaults. The bound of cols and rows is the
+// protocol's wire.MaxTerminalSize: one definition, which the client links
+// without the runtime.
 const (
-	// MaxTerminalSize bounds cols and rows (both 1..MaxTerminalSize).
-	MaxTerminalSize = 1000
 	// DefaultTerm is TERM of a terminal command unless the request sets it.
 	DefaultTerm = "xterm-256color"
 	// maxTermLen bounds the "term" name.
@@ -19,7 +20,7 @@ const (
 
 // PTYRequest asks for a command on a pseudo-terminal (CreateRequest.PTY).
 type PTYRequest struct {
-	Cols, Rows int    // 1..MaxTerminalSize each
+	Cols, Rows int    // 1..wire.MaxTerminalSize each; more is taken as that
 	Term       string // TERM unless Envs sets it; "" means DefaultTerm
 }
 
@@ -72,11 +73,11 @@ func newTerminal(s spec) *terminal {
 	return &terminal{cols: s.pty.cols, rows: s.pty.rows, term: term}
 }
 
-// clampSize brings a terminal dimension over MaxTerminalSize down to it; it
+// clampSize brings a terminal dimension over wire.MaxTerminalSize down to it; it
 // reports whether it did.
 func clampSize(n *int) bool {
-	if *n > MaxTerminalSize {
-		*n = MaxTerminalSize
+	if *n > wire.MaxTerminalSize {
+		*n = wire.MaxTerminalSize
 		return true
 	}
 	return false
@@ -87,7 +88,7 @@ func normalizePTY(r *PTYRequest) (*ptySpec, error) {
 		return nil, nil
 	}
 	if r.Cols < 1 || r.Rows < 1 {
-		return nil, invalidf("pty cols and rows must be at least 1 (got %d x %d); more than %d is taken as %d", r.Cols, r.Rows, MaxTerminalSize, MaxTerminalSize)
+		return nil, invalidf("pty cols and rows must be at least 1 (got %d x %d); more than %d is taken as %d", r.Cols, r.Rows, wire.MaxTerminalSize, wire.MaxTerminalSize)
 	}
 	cols, rows := r.Cols, r.Rows
 	clampSize(&cols)
@@ -163,7 +164,7 @@ func (c *Command) waitingForInput() bool {
 
 // Resize sets the size of the command's terminal; the kernel sends SIGWINCH
 // to the terminal's foreground process group. A dimension over
-// MaxTerminalSize is taken as MaxTerminalSize (the status shows the size
+// wire.MaxTerminalSize is taken as that (the status shows the size
 // set). ErrInvalid for a dimension under 1, ErrNotTerminal for a command
 // without a PTY, ErrFinished once it has finished.
 func (c *Command) Resize(cols, rows int) (Status, error) {
@@ -171,7 +172,7 @@ func (c *Command) Resize(cols, rows int) (Status, error) {
 		return c.Status(), errorf(ErrNotTerminal, "command %s has no terminal (create it with \"pty\")", c.id)
 	}
 	if cols < 1 || rows < 1 {
-		return c.Status(), invalidf("cols and rows must be at least 1 (got %d x %d); more than %d is taken as %d", cols, rows, MaxTerminalSize, MaxTerminalSize)
+		return c.Status(), invalidf("cols and rows must be at least 1 (got %d x %d); more than %d is taken as %d", cols, rows, wire.MaxTerminalSize, wire.MaxTerminalSize)
 	}
 	clampSize(&cols)
 	clampSize(&rows)

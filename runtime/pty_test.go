@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sandbox-runtime/sandbox-runtime/ringbuf"
+	"github.com/sandbox-runtime/sandbox-runtime/wire"
 )
 
 // ptyFDs counts this process's open terminal masters (/dev/ptmx) and slaves
@@ -98,6 +99,25 @@ func TestPTYNoLeaksAfter500Commands(t *testing.T) {
 		t.Fatalf("leak: fds %d→%d, ptmx %d→%d, pts %d→%d, goroutines %d→%d", fds, f, masters, ms, slaves, ss, gor, g)
 	}
 	t.Logf("fds %d→%d, ptmx %d→%d, pts %d→%d, goroutines %d→%d", fds, f, masters, ms, slaves, ss, gor, g)
+}
+
+// TestPTYClampsToTheWireLimit: a size over the protocol's limit, at the
+// create and at a resize, is taken as wire.MaxTerminalSize, the one
+// definition the client clamps to as well (cli's TestTerminalLimitIsTheDaemons).
+func TestPTYClampsToTheWireLimit(t *testing.T) {
+	m := newManager(t, nil)
+	c := mustCreate(t, m, CreateRequest{Argv: []string{"cat"}, PTY: &PTYRequest{Cols: 5000, Rows: 30}})
+	defer c.Kill(context.Background())
+	if st := c.Status(); st.PTY == nil || st.PTY.Cols != wire.MaxTerminalSize || st.PTY.Rows != 30 {
+		t.Errorf("create 5000x30: status pty %+v; want %dx30", st.PTY, wire.MaxTerminalSize)
+	}
+	st, err := c.Resize(40, wire.MaxTerminalSize+1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.PTY == nil || st.PTY.Cols != 40 || st.PTY.Rows != wire.MaxTerminalSize {
+		t.Errorf("resize 40x%d: status pty %+v; want 40x%d", wire.MaxTerminalSize+1, st.PTY, wire.MaxTerminalSize)
+	}
 }
 
 // TestPTYRequestValidation: the limits of "pty", TERM, and idempotency.

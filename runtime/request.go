@@ -92,29 +92,11 @@ func (m *Manager) normalize(r CreateRequest) (spec, string, error) {
 		}
 		id = u.String()
 	}
-	switch {
-	case r.Argv != nil && r.Command != nil:
-		return s, "", invalidf("give either argv or command, not both")
-	case r.Command != nil:
-		argv, err := shlex.Split(*r.Command)
-		if err != nil {
-			return s, "", invalidf("command: %v", err)
-		}
-		s.argv = argv
-	default:
-		s.argv = slices.Clone(r.Argv)
+	argv, err := normalizeArgv(r)
+	if err != nil {
+		return s, "", err
 	}
-	if len(s.argv) == 0 {
-		return s, "", invalidf("argv must not be empty")
-	}
-	if s.argv[0] == "" {
-		return s, "", invalidf("argv[0] must not be empty")
-	}
-	for i, a := range s.argv {
-		if strings.IndexByte(a, 0) >= 0 {
-			return s, "", invalidf("argv[%d] contains a NUL byte", i)
-		}
-	}
+	s.argv = argv
 	for k, v := range r.Envs {
 		if err := checkEnvName(k); err != nil {
 			return s, "", err
@@ -138,20 +120,8 @@ func (m *Manager) normalize(r CreateRequest) (spec, string, error) {
 	if fi, err := os.Stat(s.cwd); err != nil || !fi.IsDir() {
 		return s, "", invalidf("cwd %q is not an existing directory", s.cwd)
 	}
-	s.timeout = m.cfg.DefaultTimeout
-	if r.Timeout != nil {
-		t := *r.Timeout
-		if math.IsNaN(t) || t <= 0 {
-			return s, "", invalidf("timeout must be > 0 seconds")
-		}
-		if t >= m.cfg.MaxTimeout.Seconds() {
-			s.timeout = m.cfg.MaxTimeout
-		} else {
-			s.timeout = time.Duration(t * float64(time.Second))
-			if s.timeout <= 0 {
-				return s, "", invalidf("timeout must be > 0 seconds")
-			}
-		}
+	if s.timeout, err = m.normalizeTimeout(r.Timeout); err != nil {
+		return s, "", err
 	}
 	s.stdin = r.Stdin
 	pty, err := normalizePTY(r.PTY)
@@ -162,6 +132,56 @@ func (m *Manager) normalize(r CreateRequest) (spec, string, error) {
 		s.pty, s.stdin = pty, true // a terminal always takes input
 	}
 	return s, id, nil
+}
+
+// normalizeArgv is r's argv, or its command split as a shell would:
+// non-empty, argv[0] non-empty, no NUL byte.
+func normalizeArgv(r CreateRequest) ([]string, error) {
+	var argv []string
+	switch {
+	case r.Argv != nil && r.Command != nil:
+		return nil, invalidf("give either argv or command, not both")
+	case r.Command != nil:
+		a, err := shlex.Split(*r.Command)
+		if err != nil {
+			return nil, invalidf("command: %v", err)
+		}
+		argv = a
+	default:
+		argv = slices.Clone(r.Argv)
+	}
+	if len(argv) == 0 {
+		return nil, invalidf("argv must not be empty")
+	}
+	if argv[0] == "" {
+		return nil, invalidf("argv[0] must not be empty")
+	}
+	for i, a := range argv {
+		if strings.IndexByte(a, 0) >= 0 {
+			return nil, invalidf("argv[%d] contains a NUL byte", i)
+		}
+	}
+	return argv, nil
+}
+
+// normalizeTimeout is the timeout of seconds: DefaultTimeout when nil,
+// MaxTimeout at most; not a number or <= 0 is invalid.
+func (m *Manager) normalizeTimeout(seconds *float64) (time.Duration, error) {
+	if seconds == nil {
+		return m.cfg.DefaultTimeout, nil
+	}
+	t := *seconds
+	if math.IsNaN(t) || t <= 0 {
+		return 0, invalidf("timeout must be > 0 seconds")
+	}
+	if t >= m.cfg.MaxTimeout.Seconds() {
+		return m.cfg.MaxTimeout, nil
+	}
+	d := time.Duration(t * float64(time.Second))
+	if d <= 0 {
+		return 0, invalidf("timeout must be > 0 seconds")
+	}
+	return d, nil
 }
 
 func checkEnvName(k string) error {

@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"os"
 	"sync"
 	"time"
 
@@ -43,8 +44,10 @@ type ExecOutcome struct {
 //
 // Unlike Execute, ctx matters while the process runs: when it ends (the
 // client went away, its deadline passed) the group is killed at once
-// (SIGTERM, SIGKILL after the kill grace) and Cancelled is set, since nobody
-// can receive the result any more and no handle could find the process.
+// (SIGTERM and SIGKILL without a kill grace, as for its timeout) and
+// Cancelled is set, since nobody can receive the result any more and no
+// handle could find the process. It runs on the one supervisor
+// (supervise.go) with the options executeRequest sets.
 //
 // Errors are Execute's, plus ErrInvalid for what normalize refuses.
 func (m *Manager) ExecuteRequest(ctx context.Context, r ExecRequest) (ExecOutcome, error) {
@@ -97,69 +100,47 @@ func (m *Manager) executeRequest(ctx context.Context, s spec, timeout time.Durat
 
 	limit := m.cfg.LegacyOutputLimit
 	out, errOut := cappedCapture{limit: limit}, cappedCapture{limit: limit}
-	var pumps sync.WaitGroup
-	pumps.Add(2)
-	go func() { defer pumps.Done(); out.drain(p.Stdout) }()
-	go func() { defer pumps.Done(); errOut.drain(p.Stderr) }()
-	pipesDone := make(chan struct{})
-	go func() { pumps.Wait(); close(pipesDone) }()
+	var pumps pumpSet
+	pumps.add(2)
+	go func() { defer pumps.finished(); out.drain(p.Stdout) }()
+	go func() { defer pumps.finished(); errOut.drain(p.Stderr) }()
 
+	// The request goroutine is the owner; the rules are the supervisor's
+	// (supervise.go), with a managed command's end (the leader's exit, then
+	// the pipe grace) and these differences: the call going away ends it
+	// (cancel), a timeout or a cancel kills at once, and once the leader has
+	// exited on its own nothing ends it any more (the background child is
+	// not signalled).
 	var why cause
-	cancelled := false
-	t := time.NewTimer(timeout)
-	defer t.Stop()
-	var grace <-chan time.Time
-	leaderDone, ctxDone, shutdown := p.Done(), ctx.Done(), m.shutdownCh
-collect:
-	for leaderDone != nil || (pipesDone != nil && grace != nil) {
-		select {
-		case <-leaderDone:
-			leaderDone = nil
-			g := time.NewTimer(max(m.killGrace(), minPipeDrain))
-			defer g.Stop()
-			grace = g.C
-		case <-pipesDone:
-			pipesDone = nil
-		case <-grace:
-			grace = nil
-		case <-t.C:
-			why = causeTimeout
-		case <-shutdown:
-			shutdown, why = nil, causeShutdown
-		case <-ctxDone:
-			ctxDone, why, cancelled = nil, causeKill, true
-		}
-		if why != causeNone && leaderDone != nil {
-			break collect
-		}
-		// The leader had exited on its own: whatever came after ends nothing.
-		why, cancelled = causeNone, false
+	requested := false // endCh is closed
+	endCh := make(chan struct{})
+	sv := supervision{
+		m: m, p: p, timeout: timeout, pumps: &pumps, files: []*os.File{p.Stdout, p.Stderr},
+		killAtOnce: causes(causeTimeout, causeKill),
+		cancel:     ctx.Done(),
+		endCh:      endCh,
+		requestEnd: func(c cause) {
+			if !requested && !p.Exited() {
+				why, requested = c, true
+				close(endCh)
+			}
+		},
+		ending: func() {
+			// The leader may have exited on its own since the end was
+			// requested: then the request did not end it (the group is
+			// still signalled; the window is microseconds).
+			if p.Exited() {
+				why = causeNone
+			}
+		},
 	}
-	if why != causeNone {
-		grace := time.Duration(0) // a timeout or a cancel kills at once, as Execute's timeout does
-		if why == causeShutdown {
-			grace = m.killGrace()
-		}
-		kctx, stop := m.killContext()
-		p.Terminate(kctx, grace)
-		stop()
-		<-p.Done()
-		select {
-		case <-pipesDone:
-			pipesDone = nil
-		case <-time.After(max(m.killGrace(), minPipeDrain)):
-		}
-	}
-	held := pipesDone != nil
-	if held {
-		// A member still holds a pipe: take what is in it now, then stop.
-		now := time.Now()
-		p.Stdout.SetReadDeadline(now)
-		p.Stderr.SetReadDeadline(now)
-	}
-	pumps.Wait()
+	sup := sv.run()
 	p.Stdout.Close()
 	p.Stderr.Close()
+	if sup.terminated != nil {
+		<-sup.terminated
+	}
+	cancelled, held := why == causeKill, sup.held
 	exit := p.Exit()
 	p.Release()
 	res := ExecOutcome{

@@ -74,27 +74,9 @@ func TestShutdownDeadlineCutsKillGrace(t *testing.T) {
 	}()
 	<-legacyStarted
 	// Wait until the legacy command's setsid child runs (its own session).
-	var escapee int
-	if !eventually(20*time.Second, func() bool {
-		escapee = findSessionLeader("sleep\x0060.4321\x00")
-		return escapee != 0
-	}) {
-		t.Fatal("the legacy command's setsid child did not start")
-	}
+	escapee := waitSessionLeader(t, "sleep\x0060.4321\x00")
 	defer syscall.Kill(escapee, syscall.SIGKILL) // the setsid child we started
-
-	const budget = 2 * time.Second
-	ctx, cancel := context.WithTimeout(context.Background(), budget)
-	defer cancel()
-	start := time.Now()
-	err := m.Shutdown(ctx)
-	took := time.Since(start)
-	if err != nil {
-		t.Errorf("Shutdown with a %v budget and a 20 s kill grace: %v (after %v); want nil", budget, err, took)
-	}
-	if took > budget+time.Second { // slack for a loaded machine; the grace is 20 s
-		t.Errorf("Shutdown took %v; want about the %v budget", took, budget)
-	}
+	shutdownWithin(t, m, 2*time.Second)
 	for _, c := range []*Command{stubborn, holder} {
 		select {
 		case <-c.Done():
@@ -112,6 +94,37 @@ func TestShutdownDeadlineCutsKillGrace(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Error("legacy execution did not end after Shutdown")
+	}
+}
+
+// waitSessionLeader waits (20 s at most) for a process with this cmdline
+// that leads its own session and returns its pid.
+func waitSessionLeader(t *testing.T, cmdline string) int {
+	t.Helper()
+	var pid int
+	if !eventually(20*time.Second, func() bool {
+		pid = findSessionLeader(cmdline)
+		return pid != 0
+	}) {
+		t.Fatalf("no session leader %q started", cmdline)
+	}
+	return pid
+}
+
+// shutdownWithin shuts m down with budget and checks it returned nil in
+// about that time (the tests that use it have a 20 s kill grace).
+func shutdownWithin(t *testing.T, m *Manager, budget time.Duration) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), budget)
+	defer cancel()
+	start := time.Now()
+	err := m.Shutdown(ctx)
+	took := time.Since(start)
+	if err != nil {
+		t.Errorf("Shutdown with a %v budget and a 20 s kill grace: %v (after %v); want nil", budget, err, took)
+	}
+	if took > budget+time.Second { // slack for a loaded machine; the grace is 20 s
+		t.Errorf("Shutdown took %v; want about the %v budget", took, budget)
 	}
 }
 

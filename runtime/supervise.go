@@ -12,9 +12,11 @@ import (
 )
 
 // supervision is the one supervisor of a started process: managed commands
-// (Command.run) and legacy executions (Manager.execute) both end through
-// it, with one set of rules. It runs in the owner goroutine of the process
-// (the command's run, or the request goroutine of /execute): the only other
+// (Command.run), legacy executions (Manager.execute) and sandboxd's one-shot
+// executions (Manager.executeRequest) all end through it, with one set of
+// rules; what differs between them is the options below. It runs in the
+// owner goroutine of the process (the command's run, or the request
+// goroutine of /execute or of the gRPC Execute): the only other
 // goroutines are the pipe readers and, once an end is requested, the one
 // that signals the group (Terminate). When the pipes reach EOF first (the
 // usual order: the kernel closes an exiting process's files before it makes
@@ -27,14 +29,16 @@ import (
 //     until the leader has exited and both pipes are at EOF (legacy
 //     /execute, like Python's subprocess.run: untilEOF).
 //  2. While it runs, the timeout (from the start) and shutdown request its
-//     end; so does an API kill (endCh). The first request wins and decides
+//     end; so does an API kill (endCh) or the caller going away (cancel,
+//     sandboxd's Execute: causeKill). The first request wins and decides
 //     the cause. What a request does after the leader has exited on its own
 //     is the class's requestEnd's to say (managed: a timeout nothing, a kill
 //     or shutdown still signals what is left of the group).
 //  3. An end signals the group: SIGTERM, SIGKILL after the kill grace
 //     (Config.KillGrace; NoKillGrace is 0), at once when Shutdown's kill
-//     deadline passes. A legacy timeout kills at once (killOnTimeout, like
-//     subprocess.run).
+//     deadline passes. The causes in killAtOnce skip the grace (legacy: a
+//     timeout, like subprocess.run; sandboxd's Execute: a timeout or a
+//     cancelled call).
 //  4. Pipe grace: once the leader has exited (managed), or has exited and an
 //     end was signalled (legacy), the pipes are read until EOF for one kill
 //     grace, never less than minPipeDrain, so output the leader wrote just
@@ -52,8 +56,11 @@ type supervision struct {
 	pumps   *pumpSet
 	files   []*os.File // the read ends the pumps read (deadline at the pipe grace's end)
 
-	untilEOF      bool // rule 1: legacy
-	killOnTimeout bool // rule 3: legacy
+	untilEOF   bool     // rule 1: legacy
+	killAtOnce causeSet // rule 3: the causes whose end sends SIGKILL at once
+	// cancel, if set, requests an end (causeKill) when it is closed: the
+	// caller of a one-shot execution went away (rule 2).
+	cancel <-chan struct{}
 
 	// endCh is closed when an end has been requested (by requestEnd or from
 	// outside, as Command.Kill does).
@@ -73,10 +80,28 @@ type supervised struct {
 	// terminated is closed when the group has been signalled (Terminate
 	// returned); nil when no end was signalled.
 	terminated <-chan struct{}
+	// held: a pipe was still open when the pipe grace ended (rule 5).
+	held bool
 }
+
+// causeSet is a set of causes.
+type causeSet uint8
+
+func causes(cs ...cause) causeSet {
+	var s causeSet
+	for _, c := range cs {
+		s |= 1 << c
+	}
+	return s
+}
+
+func (s causeSet) has(c cause) bool { return s&(1<<c) != 0 }
 
 // run supervises the process until rules 1 and 4 let it go, then stops and
 // waits for the pipe readers (rule 5). It does not close the pipes.
+// long: one select loop that is the rules above; its cases share the loop's
+// state (the grace timer, the first cause, hurry), which a split would have to
+// pass around.
 func (s *supervision) run() supervised {
 	m, p := s.m, s.p
 	timeout := time.NewTimer(s.timeout)
@@ -84,7 +109,7 @@ func (s *supervision) run() supervised {
 	var terminated chan struct{}
 	stopTerm := func() {}
 	defer func() { stopTerm() }()
-	leaderDone, endCh, shutdown, killNow := p.Done(), s.endCh, m.shutdownCh, m.killNow
+	leaderDone, endCh, shutdown, killNow, cancel := p.Done(), s.endCh, m.shutdownCh, m.killNow, s.cancel
 	pipesDone := s.pumps.done
 	pipesOpen := true
 	hurry := false // Shutdown's kill deadline has passed: no more grace
@@ -142,6 +167,9 @@ func (s *supervision) run() supervised {
 		case <-shutdown:
 			shutdown = nil
 			ask(causeShutdown)
+		case <-cancel:
+			cancel = nil
+			ask(causeKill)
 		case <-killNow:
 			// Terminate (termCtx) sends SIGKILL now; the pipe grace shrinks
 			// to its minimum, so the command ends inside Shutdown's budget.
@@ -155,7 +183,7 @@ func (s *supervision) run() supervised {
 				s.ending()
 			}
 			killGrace := m.killGrace()
-			if s.killOnTimeout && asked == causeTimeout {
+			if s.killAtOnce.has(asked) {
 				killGrace = 0
 			}
 			var termCtx context.Context
@@ -177,7 +205,7 @@ func (s *supervision) run() supervised {
 		}
 	}
 	s.pumps.wg.Wait()
-	return supervised{terminated: terminated}
+	return supervised{terminated: terminated, held: pipesOpen}
 }
 
 // pumpSet counts the pipe readers of one process; the last to return closes

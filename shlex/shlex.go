@@ -65,6 +65,9 @@ func isSpace(c byte) bool {
 // On success the result is never nil: an empty or whitespace-only s yields
 // an empty slice. On failure the returned error is ErrNoClosingQuotation
 // or ErrNoEscapedCharacter and the token slice is nil.
+//
+// long: one state machine read character by character, as Python's
+// read_token; its states only make sense together.
 func Split(s string) ([]string, error) {
 	tokens := []string{}
 	var tok strings.Builder

@@ -15,6 +15,9 @@ import (
 // started and exit events) and once per create answer. Values encoding/json
 // would refuse (a NaN timeout, a year past 9999) go to encoding/json, which
 // refuses them the same way.
+//
+// long: one field after another in encoding/json's order; a split would
+// only cut that list in places.
 func (s *Status) AppendJSON(b []byte) []byte {
 	if !s.plain() {
 		return appendSlow(b, s)

@@ -102,8 +102,8 @@ type CreateRequest struct {
 }
 
 // MaxTerminalSize bounds a terminal's cols and rows (protocol.md): more is
-// taken as this many. The client clamps to it as the daemon does (runtime's
-// MaxTerminalSize, held equal by a test of package cli).
+// taken as this many. The one definition: the runtime clamps to it and the
+// client clamps a window to it before sending.
 const MaxTerminalSize = 1000
 
 // PTYRequest asks for a terminal of the given size (1–MaxTerminalSize each). Term

@@ -89,6 +89,9 @@ type options struct {
 
 var allScenarios = []string{"latency", "legacy", "grpc", "throughput", "stream", "ws", "lossless", "memory", "idle", "fanout"}
 
+// parseFlags parses the benchmark's command line.
+//
+// long: the flag table, one flag a line.
 func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	o := &options{}
 	fs := flag.NewFlagSet("sandbox-bench", flag.ContinueOnError)
@@ -310,6 +313,10 @@ func (b *bench) logf(format string, args ...any) {
 	fmt.Fprintf(b.log, "sandbox-bench: "+format+"\n", args...)
 }
 
+// run runs the benchmark with o and returns the exit code.
+//
+// long: the benchmark's one sequence (set up, start or find the daemon, run
+// the scenarios, report), whose steps share its deferred clean-ups.
 func run(ctx context.Context, o *options, stdout, stderr io.Writer) int {
 	start := time.Now()
 	b := &bench{o: o, out: stdout, log: stderr, loadStart: loadInfo()}

@@ -660,6 +660,10 @@ func (b *bench) warmUp(ctx context.Context, d *daemon) error {
 	return nil
 }
 
+// memory measures the daemon's RSS idle and under load.
+//
+// long: one measurement, its samples taken in order; the tool is not
+// production code of the daemon.
 func (b *bench) memory(ctx context.Context, d *daemon) error {
 	if d.pid == 0 {
 		b.note("memory: skipped: the daemon's PID is unknown (give -pid with -addr)")

@@ -197,6 +197,8 @@ func newLogger(level, format string, w io.Writer) (*zap.Logger, error) {
 // receives the bound address.
 // A second signal during shutdown is not caught (stopSignals restores the
 // default action), so it ends the process at once.
+//
+// long: the daemon's start-up and shutdown in their order, each step a call.
 func run(ctx context.Context, stopSignals func(), cfg *config, log *zap.Logger, ready chan<- net.Addr) error {
 	started := time.Now()
 	reaper, err := procgroup.NewReaper(log) // it names its logger "reaper", as runtime and api name theirs

@@ -163,6 +163,9 @@ const (
 )
 
 // Start starts the daemon and waits for its listening line.
+//
+// long: the test harness's start in order (flags, process group, log
+// reader, the wait for the listening line), each undone on failure.
 func Start(ctx context.Context, o Options) (*Daemon, error) {
 	if o.Bin == "" || o.BaseDir == "" {
 		return nil, errors.New("daemontest: Options.Bin and Options.BaseDir are required")

@@ -4,7 +4,6 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
-	"io/fs"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -22,20 +21,7 @@ var envReaders = []string{"cmd/", "internal/daemontest", "internal/testexec"}
 func TestOnlyMainReadsTheEnvironment(t *testing.T) {
 	root := "../.."
 	var found int
-	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(root, path)
-		if d.IsDir() {
-			if path != root && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata") {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
-			return nil
-		}
+	err := walkProductionGo(root, func(path, rel string) error {
 		pkg := filepath.ToSlash(filepath.Dir(rel))
 		for _, p := range envReaders {
 			if strings.HasPrefix(pkg+"/", p) || pkg == strings.TrimSuffix(p, "/") {

@@ -294,12 +294,13 @@ func (s *Server) config(c *pb.ProcessConfig) ([]string, map[string]string, strin
 	return c.GetCommand(), c.GetEnvVars(), cwd, nil
 }
 
-// Start runs the command as a managed command and streams its output.
-func (s *Server) Start(req *pb.StartRequest, stream grpc.ServerStreamingServer[pb.StartResponse]) error {
-	ctx := stream.Context()
+// createRequest is the managed command req asks for: its config, the
+// call's timeout, stdin, and the terminal (a size of 0 is 80 columns or 24
+// rows).
+func (s *Server) createRequest(ctx context.Context, req *pb.StartRequest) (runtime.CreateRequest, error) {
 	argv, envs, cwd, err := s.config(req.GetConfig())
 	if err != nil {
-		return err
+		return runtime.CreateRequest{}, err
 	}
 	secs := s.timeout(ctx).Seconds()
 	cr := runtime.CreateRequest{Argv: argv, Envs: envs, Cwd: cwd, Timeout: &secs, Stdin: true}
@@ -312,6 +313,67 @@ func (s *Server) Start(req *pb.StartRequest, stream grpc.ServerStreamingServer[p
 			rows = 24
 		}
 		cr.PTY = &runtime.PTYRequest{Cols: cols, Rows: rows}
+	}
+	return cr, nil
+}
+
+// sendOutput sends c's output from the start as stdout/stderr events until
+// the ring is done, and returns how many bytes the ring dropped before they
+// were read. A failed send or the end of ctx kills the group (nobody can
+// reach the process again) and is the error.
+func sendOutput(ctx context.Context, c *runtime.Command, stream grpc.ServerStreamingServer[pb.StartResponse]) (int64, error) {
+	var (
+		cursor int64
+		lost   int64
+		buf    []byte
+		recs   []ringbuf.Record
+	)
+	for {
+		wake := c.Notify()
+		res, err := c.Read(cursor, chunkBytes, buf[:0], recs[:0])
+		if err != nil {
+			killQuietly(c)
+			return 0, status.Errorf(codes.Internal, "reading output: %v", err)
+		}
+		buf, recs = res.Buf, res.Records
+		if res.Gap {
+			lost += res.GapFrom - cursor
+		}
+		for _, r := range res.Records {
+			ev := &pb.StartResponse{Event: &pb.StartResponse_Stdout{Stdout: r.Data}}
+			if r.Stream == ringbuf.Stderr {
+				ev = &pb.StartResponse{Event: &pb.StartResponse_Stderr{Stderr: r.Data}}
+			}
+			if err := stream.Send(ev); err != nil {
+				killQuietly(c) // the client is gone: nobody can reach the process again
+				return 0, err
+			}
+		}
+		cursor = res.Next
+		if res.Done {
+			break
+		}
+		if len(res.Records) > 0 {
+			continue
+		}
+		select {
+		case <-wake:
+		case <-ctx.Done():
+			// A cancelled stream kills the group: its process_id dies with
+			// the stream, so no sandboxd client could signal or feed it again.
+			killQuietly(c)
+			return 0, status.FromContextError(ctx.Err()).Err()
+		}
+	}
+	return lost, nil
+}
+
+// Start runs the command as a managed command and streams its output.
+func (s *Server) Start(req *pb.StartRequest, stream grpc.ServerStreamingServer[pb.StartResponse]) error {
+	ctx := stream.Context()
+	cr, err := s.createRequest(ctx, req)
+	if err != nil {
+		return err
 	}
 	st, _, err := s.m.Create(cr)
 	if err != nil {
@@ -332,48 +394,9 @@ func (s *Server) Start(req *pb.StartRequest, stream grpc.ServerStreamingServer[p
 		killQuietly(c)
 		return err
 	}
-	var (
-		cursor int64
-		lost   int64
-		buf    []byte
-		recs   []ringbuf.Record
-	)
-	for {
-		wake := c.Notify()
-		res, err := c.Read(cursor, chunkBytes, buf[:0], recs[:0])
-		if err != nil {
-			killQuietly(c)
-			return status.Errorf(codes.Internal, "reading output: %v", err)
-		}
-		buf, recs = res.Buf, res.Records
-		if res.Gap {
-			lost += res.GapFrom - cursor
-		}
-		for _, r := range res.Records {
-			ev := &pb.StartResponse{Event: &pb.StartResponse_Stdout{Stdout: r.Data}}
-			if r.Stream == ringbuf.Stderr {
-				ev = &pb.StartResponse{Event: &pb.StartResponse_Stderr{Stderr: r.Data}}
-			}
-			if err := stream.Send(ev); err != nil {
-				killQuietly(c) // the client is gone: nobody can reach the process again
-				return err
-			}
-		}
-		cursor = res.Next
-		if res.Done {
-			break
-		}
-		if len(res.Records) > 0 {
-			continue
-		}
-		select {
-		case <-wake:
-		case <-ctx.Done():
-			// A cancelled stream kills the group: its process_id dies with
-			// the stream, so no sandboxd client could signal or feed it again.
-			killQuietly(c)
-			return status.FromContextError(ctx.Err()).Err()
-		}
+	lost, err := sendOutput(ctx, c, stream)
+	if err != nil {
+		return err
 	}
 	<-c.Done()
 	fin := c.Status()
