@@ -76,6 +76,10 @@ const (
 	// contextFenceReads bounds the reads of a pipe before an event (32 KiB
 	// each): what the code wrote before the event, at most 2 MiB.
 	contextFenceReads = 64
+	// contextWriteTimeout bounds the write of a request frame: an idle
+	// kernel reads it at once; one that does not (its code forged a done
+	// frame and still runs) is killed, the context state_lost.
+	contextWriteTimeout = 5 * time.Second
 )
 
 // ContextInterruptGrace is how long a timed-out execution has to return
@@ -140,6 +144,13 @@ type CodeContext struct {
 	created   time.Time
 	lastUsed  time.Time
 	deleted   bool
+	// started is closed once the first interpreter's start has ended
+	// (startErr says how); restarting is non-nil while a restart starts a
+	// fresh interpreter (concurrent restarts wait on it: they coalesce).
+	// Starts run without mu held, so nobody else waits on a slow start.
+	started    chan struct{}
+	startErr   error
+	restarting chan struct{}
 }
 
 // interp is one interpreter process of a context.
@@ -218,6 +229,9 @@ func (cs *Contexts) Create(r ContextRequest) (wire.Context, bool, error) {
 			if c.cwd != cwd || c.sum != sum {
 				return wire.Context{}, false, errorf(ErrConflict, "context_id %s is in use by a different request", id)
 			}
+			if err := c.waitStarted(); err != nil {
+				return wire.Context{}, false, err
+			}
 			return c.Status(), false, nil
 		}
 		if why, ok := cs.tombs[id]; ok {
@@ -247,14 +261,18 @@ func (cs *Contexts) Create(r ContextRequest) (wire.Context, bool, error) {
 		id: id, cs: cs, log: cs.log.With(zap.String("context_id", id)),
 		cwd: cwd, envs: maps.Clone(r.Envs), sum: sum, place: place,
 		state: wire.ContextReady, execs: map[int]*execution{}, byClient: map[string]*execution{},
-		nextN: 1, created: now, lastUsed: now,
+		nextN: 1, created: now, lastUsed: now, started: make(chan struct{}),
 	}
 	cs.ctxs[id] = c
 	cs.order = append(cs.order, c)
-	c.mu.Lock() // held across the start: a re-post waits in Status
 	cs.mu.Unlock()
-	err = c.startLocked()
+	// The start holds no lock: a re-post, a Get of this id wait on
+	// c.started; List and the sweep skip a context still starting.
+	err = c.start()
+	c.mu.Lock()
+	c.startErr = err
 	c.mu.Unlock()
+	close(c.started)
 	if err != nil {
 		cs.mu.Lock()
 		cs.removeLocked(c)
@@ -287,8 +305,33 @@ func (m *Manager) python() string {
 	return "python3"
 }
 
-// startLocked starts an interpreter and waits for its ready frame.
-func (c *CodeContext) startLocked() error {
+// waitStarted waits for the first start of c to end: its error, if any.
+func (c *CodeContext) waitStarted() error {
+	if c.started == nil {
+		return nil
+	}
+	<-c.started
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.startErr
+}
+
+// isStarting reports whether c's first start is still under way.
+func (c *CodeContext) isStarting() bool {
+	if c.started == nil {
+		return false
+	}
+	select {
+	case <-c.started:
+		return false
+	default:
+		return true
+	}
+}
+
+// start starts an interpreter, waits for its ready frame (without c.mu
+// held: a slow start blocks nobody else) and installs it under c.mu.
+func (c *CodeContext) start() error {
 	m := c.cs.m
 	reqR, reqW, err := os.Pipe()
 	if err != nil {
@@ -376,6 +419,8 @@ func (c *CodeContext) startLocked() error {
 		return errorf(ErrSpawnFailed, "the interpreter %s did not start (%s; exit code %d)", m.python(), why, st.Code)
 	}
 	in.version, _ = rd.ev["python"].(string)
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	c.in = in
 	c.python = in.version
 	c.state = wire.ContextReady
@@ -387,6 +432,11 @@ func (c *CodeContext) startLocked() error {
 	go func() { defer wg.Done(); c.readEvents(in, br) }()
 	go c.supervise(in, &wg)
 	c.log.Info("context interpreter started", zap.Int("pid", p.Pid), zap.String("python", in.version))
+	if c.deleted { // deleted while it started (the start holds no lock)
+		in.killWhy = "the context was deleted"
+		p.Signal(syscall.SIGKILL)
+		return &ContextGoneError{ID: c.id, Reason: "deleted"}
+	}
 	return nil
 }
 
@@ -664,6 +714,9 @@ func (cs *Contexts) Get(id string) (*CodeContext, error) {
 	cs.mu.Unlock()
 	switch {
 	case ok:
+		if err := c.waitStarted(); err != nil {
+			return nil, errorf(ErrNotFound, "no context %s (its create failed)", id)
+		}
 		return c, nil
 	case gone:
 		return nil, &ContextGoneError{ID: id, Reason: why}
@@ -679,6 +732,9 @@ func (cs *Contexts) List() []wire.Context {
 	cs.mu.Unlock()
 	out := make([]wire.Context, 0, len(all))
 	for _, c := range all {
+		if c.isStarting() { // not created until its create answers
+			continue
+		}
 		out = append(out, c.Status())
 	}
 	return out
@@ -741,7 +797,12 @@ func (c *CodeContext) Execute(r ExecuteRequest) (*Execution, bool, error) {
 		return nil, false, invalidf("execution_id must be at most 128 bytes")
 	}
 	c.mu.Lock()
-	defer c.mu.Unlock()
+	locked := true
+	defer func() {
+		if locked {
+			c.mu.Unlock()
+		}
+	}()
 	if r.ExecutionID != "" {
 		if e, ok := c.byClient[r.ExecutionID]; ok {
 			if e.code != r.Code {
@@ -753,8 +814,12 @@ func (c *CodeContext) Execute(r ExecuteRequest) (*Execution, bool, error) {
 	switch {
 	case c.deleted:
 		return nil, false, &ContextGoneError{ID: c.id, Reason: "deleted"}
-	case c.state == wire.ContextStateLost:
-		return nil, false, &StateLostError{ID: c.id, Reason: c.lost.Reason}
+	case c.state == wire.ContextStateLost || c.in == nil:
+		reason := "its interpreter is restarting"
+		if c.lost != nil {
+			reason = c.lost.Reason
+		}
+		return nil, false, &StateLostError{ID: c.id, Reason: reason}
 	case c.cur != nil:
 		return nil, false, errorf(ErrBusy, "context %s is running execution %d; one runs at a time (interrupt it, or wait for its end)", c.id, c.cur.n)
 	}
@@ -769,11 +834,6 @@ func (c *CodeContext) Execute(r ExecuteRequest) (*Execution, bool, error) {
 	}
 	frame := binary.BigEndian.AppendUint32(nil, uint32(len(body)))
 	frame = append(frame, body...)
-	// The kernel is idle, reading its fd 3: the write does not block for
-	// long (a broken kernel: the pipe's error).
-	if _, err := c.in.req.Write(frame); err != nil {
-		return nil, false, errorf(ErrStateLost, "context %s: the interpreter does not take code: %v", c.id, err)
-	}
 	c.nextN++
 	c.execs[e.n] = e
 	c.execOrder = append(c.execOrder, e.n)
@@ -793,6 +853,25 @@ func (c *CodeContext) Execute(r ExecuteRequest) (*Execution, bool, error) {
 	c.lastUsed = now
 	in := c.in
 	e.timer = time.AfterFunc(timeout, func() { c.timeout(in, e) })
+	// The frame is written without c.mu held (the execution is already
+	// the context's one, so no other write races it), bounded: an idle
+	// kernel reads it at once; one whose code still runs (it forged a done
+	// frame) does not, and a frame half written cannot be taken back, so
+	// the interpreter is killed and the execution ends state_lost.
+	c.mu.Unlock()
+	locked = false
+	in.req.SetWriteDeadline(time.Now().Add(contextWriteTimeout))
+	_, err := in.req.Write(frame)
+	in.req.SetWriteDeadline(time.Time{})
+	if err != nil {
+		c.mu.Lock()
+		if in.killWhy == "" {
+			in.killWhy = fmt.Sprintf("the interpreter did not take the code of execution %d (%v): it was killed", e.n, err)
+		}
+		c.mu.Unlock()
+		c.cs.log.Warn("context interpreter does not read its requests", zap.String("context_id", c.id), zap.Error(err))
+		in.proc.Signal(syscall.SIGKILL)
+	}
 	return &Execution{c: c, e: e}, true, nil
 }
 
@@ -855,12 +934,29 @@ func (c *CodeContext) Restart() (wire.Context, error) {
 		c.mu.Unlock()
 		return c.Status(), nil
 	}
-	err := c.startLocked()
+	if ch := c.restarting; ch != nil { // one is starting: they coalesce
+		c.mu.Unlock()
+		<-ch
+		c.mu.Lock()
+		alive := c.in != nil
+		c.mu.Unlock()
+		if !alive {
+			return wire.Context{}, errorf(ErrSpawnFailed, "context %s: the concurrent restart did not start an interpreter", c.id)
+		}
+		return c.Status(), nil
+	}
+	ch := make(chan struct{})
+	c.restarting = ch
+	c.mu.Unlock()
+	err := c.start() // without c.mu: a slow start blocks nobody else
+	c.mu.Lock()
+	c.restarting = nil
 	if err == nil {
 		c.restarts++
 		c.lastUsed = c.cs.m.cfg.Clock.Now()
 	}
 	c.mu.Unlock()
+	close(ch)
 	if err != nil {
 		return wire.Context{}, err
 	}
@@ -934,7 +1030,11 @@ func (cs *Contexts) removeLocked(c *CodeContext) {
 func (cs *Contexts) sweepLocked() {
 	now := cs.m.cfg.Clock.Now()
 	for _, c := range slices.Clone(cs.order) {
-		c.mu.Lock()
+		// Never wait on a context's lock here (every lookup sweeps): one
+		// that is held is in use, not idle.
+		if c.isStarting() || !c.mu.TryLock() {
+			continue
+		}
 		idle := c.cur == nil && !c.deleted && !now.Before(c.lastUsed.Add(cs.m.cfg.ContextIdle))
 		if idle {
 			c.deleted = true
