@@ -164,6 +164,7 @@ type interp struct {
 	done    chan struct{} // closed once reaped and every reader has ended
 	killWhy string        // set before a deliberate kill: the state_lost reason
 	version string
+	pipes   []string // its stdout and stderr pipes as /proc names them (killPipeHolders)
 }
 
 // execution is one execution of code in a context.
@@ -379,7 +380,7 @@ func (c *CodeContext) start() error {
 		m.wg.Done()
 		return spawnError(err)
 	}
-	in := &interp{proc: p, req: reqW, ev: evR, done: make(chan struct{})}
+	in := &interp{proc: p, req: reqW, ev: evR, done: make(chan struct{}), pipes: pipeIDs(p.Stdout, p.Stderr)}
 	// The ready frame, bounded: a python3 that is not Python 3 (or hangs)
 	// must not hold the create forever.
 	br := bufio.NewReaderSize(evR, 64<<10)
@@ -575,7 +576,7 @@ func (c *CodeContext) readEvents(in *interp, br *bufio.Reader) {
 	for {
 		b, err := readFrame(br)
 		if err != nil {
-			if err != io.EOF && err != io.ErrUnexpectedEOF && !isClosed(err) {
+			if err != io.EOF && err != io.ErrUnexpectedEOF && !isClosed(err) && !errors.Is(err, os.ErrDeadlineExceeded) {
 				c.mu.Lock()
 				if in.killWhy == "" {
 					in.killWhy = "the interpreter broke its protocol: " + err.Error()
@@ -616,6 +617,17 @@ func (c *CodeContext) readEvents(in *interp, br *bufio.Reader) {
 }
 
 func isClosed(err error) bool { return errors.Is(err, os.ErrClosed) }
+
+// killAll kills everything of the interpreter: SIGKILL to its group and
+// cgroup.kill in cgroup mode (procgroup's Terminate with its deadline
+// passed), and every process still holding its output pipes (the best
+// there is without a cgroup for what left the group).
+func (in *interp) killAll() {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	in.proc.Terminate(ctx, 0)
+	killPipeHolders(in.pipes)
+}
 
 // finishLocked ends execution e with status.
 func (c *CodeContext) finishLocked(e *execution, status, reason string) {
@@ -660,11 +672,28 @@ func (c *CodeContext) supervise(in *interp, readers *sync.WaitGroup) {
 		<-in.proc.Done()
 	}
 	st := in.proc.Exit()
-	// What the interpreter left behind in its group dies with it, so that
-	// the pipes reach EOF.
-	in.proc.Signal(syscall.SIGKILL)
+	// What the code started dies with the interpreter, so that the pipes
+	// reach EOF: the group and, in cgroup mode, the whole cgroup
+	// (cgroup.kill, which reaches what left the group); without a cgroup
+	// every process still holding the output pipes (contexts_escape_linux.go).
+	in.killAll()
 	in.req.Close()
-	readers.Wait()
+	// The pipes are drained for one pipe grace after the leader's end, as
+	// commands do (supervise.go rule 4): something that holds them still
+	// cannot hold the end of the execution.
+	drained := make(chan struct{})
+	go func() { readers.Wait(); close(drained) }()
+	pipeGrace := time.NewTimer(max(m.killGrace(), minPipeDrain))
+	select {
+	case <-drained:
+	case <-pipeGrace.C:
+		now := time.Now()
+		for _, f := range []*os.File{in.proc.Stdout, in.proc.Stderr, in.ev} {
+			f.SetReadDeadline(now)
+		}
+		<-drained
+	}
+	pipeGrace.Stop()
 	in.proc.Release()
 	c.mu.Lock()
 	why := in.killWhy

@@ -3,7 +3,9 @@ package runtime
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -105,3 +107,70 @@ func TestContextSlowStartNoFreeze(t *testing.T) {
 }
 
 func pyQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", "\\'") + "'" }
+
+// pidGone reports whether pid is no more (or a zombie).
+func pidGone(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return true
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i > 0 && i+2 < len(s) && s[i+2] == 'Z'
+}
+
+// F2: a subprocess that left the session holds fd 1/2 after the
+// interpreter exits: the execution still ends, the escapee is killed, and
+// restart and delete answer at once.
+func TestContextEscapeeEnds(t *testing.T) {
+	_, cs := newContexts(t, nil)
+	c := mustContext(t, cs)
+	x, _, err := c.Execute(ExecuteRequest{Code: "import subprocess,os\np=subprocess.Popen(['sleep','77.7'], start_new_session=True)\nprint(p.pid, flush=True)\nos._exit(0)"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var evs []wire.ContextEvent
+	within(t, 8*time.Second, "the execution whose interpreter exited", func() { evs = collect(t, x) })
+	if end := evs[len(evs)-1]; end.Status != wire.ExecStateLost {
+		t.Fatalf("end %+v, want state_lost", end)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(textOf(evs, wire.CtxEventStdout)))
+	if err != nil {
+		t.Fatalf("no escapee pid in %+v", evs)
+	}
+	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) })
+	deadline := time.Now().Add(3 * time.Second)
+	for !pidGone(pid) && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if !pidGone(pid) {
+		t.Fatalf("the escapee %d outlived its context's interpreter", pid)
+	}
+	// Restart and delete with an escapee alive at the time.
+	within(t, 5*time.Second, "restart", func() {
+		if _, err := c.Restart(); err != nil {
+			t.Errorf("restart: %v", err)
+		}
+	})
+	_, end := run(t, c, "import subprocess\nprint(subprocess.Popen(['sleep','77.8'], start_new_session=True).pid)", 10)
+	_ = end
+	x2, _ := c.Execution(2)
+	pid2, _ := strconv.Atoi(strings.TrimSpace(textOf(collect(t, x2), wire.CtxEventStdout)))
+	if pid2 > 0 {
+		t.Cleanup(func() { syscall.Kill(pid2, syscall.SIGKILL) })
+	}
+	t0 := time.Now()
+	if err := cs.Delete(c.ID()); err != nil {
+		t.Fatalf("delete: %v", err)
+	}
+	if d := time.Since(t0); d > 3*time.Second {
+		t.Fatalf("delete took %s", d)
+	}
+	deadline = time.Now().Add(3 * time.Second)
+	for pid2 > 0 && !pidGone(pid2) && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if pid2 <= 0 || !pidGone(pid2) {
+		t.Fatalf("the escapee %d survived DELETE", pid2)
+	}
+}
