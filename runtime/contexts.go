@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -521,6 +522,9 @@ func (c *CodeContext) drainLocked(in *interp, i int, fd uintptr, reads int) (don
 		if c.cur != nil && c.in == in && cut > 0 {
 			c.cur.log.add(wire.ContextEvent{Type: typ, Text: string(data[:cut])})
 		}
+		if c.cur == nil { // output between executions is dropped, its tail too
+			cut = len(data)
+		}
 		in.carry[i] = append(in.carry[i][:0], data[cut:]...)
 	}
 	return false, false
@@ -587,12 +591,20 @@ func (c *CodeContext) readEvents(in *interp, br *bufio.Reader) {
 			return
 		}
 		var ev kernelEvent
-		if err := json.Unmarshal(b, &ev); err != nil {
-			continue
-		}
+		bad := json.Unmarshal(b, &ev)
 		c.mu.Lock()
 		c.fenceLocked(in)
 		e := c.cur
+		if bad != nil {
+			// Never dropped silently: the running execution says so (the
+			// kernel itself never sends one; the code can, on fd 4).
+			c.log.Warn("an undecodable frame from the interpreter", zap.Int("bytes", len(b)), zap.Error(bad))
+			if e != nil && c.in == in {
+				e.log.add(wire.ContextEvent{Type: wire.CtxEventStderr, Text: fmt.Sprintf("[sandbox-runtime: an undecodable frame of %d bytes from the interpreter was left out: %v]\n", len(b), bad)})
+			}
+			c.mu.Unlock()
+			continue
+		}
 		if e == nil || c.in != in {
 			c.mu.Unlock()
 			continue
@@ -610,6 +622,7 @@ func (c *CodeContext) readEvents(in *interp, br *bufio.Reader) {
 			if e.timedOut {
 				status, reason = wire.ExecTimedOut, "the timeout passed; the code returned after SIGINT, the state is kept"
 			}
+			c.flushCarryLocked(in, e)
 			c.finishLocked(e, status, reason)
 		}
 		c.mu.Unlock()
@@ -627,6 +640,18 @@ func (in *interp) killAll() {
 	cancel()
 	in.proc.Terminate(ctx, 0)
 	killPipeHolders(in.pipes)
+}
+
+// flushCarryLocked ends e's output: an incomplete UTF-8 sequence held back
+// at the end of a pipe's last read is e's (as U+FFFD), never the next
+// execution's.
+func (c *CodeContext) flushCarryLocked(in *interp, e *execution) {
+	for i, typ := range [2]string{wire.CtxEventStdout, wire.CtxEventStderr} {
+		if len(in.carry[i]) > 0 {
+			e.log.add(wire.ContextEvent{Type: typ, Text: strings.ToValidUTF8(string(in.carry[i]), "\uFFFD")})
+			in.carry[i] = in.carry[i][:0]
+		}
+	}
 }
 
 // finishLocked ends execution e with status.
@@ -709,6 +734,7 @@ func (c *CodeContext) supervise(in *interp, readers *sync.WaitGroup) {
 			if e.timedOut {
 				status = wire.ExecTimedOut
 			}
+			c.flushCarryLocked(in, e)
 			c.finishLocked(e, status, why)
 		}
 		c.state = wire.ContextStateLost

@@ -1,8 +1,11 @@
 package runtime
 
 import (
+	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -172,5 +175,147 @@ func TestContextEscapeeEnds(t *testing.T) {
 	}
 	if pid2 <= 0 || !pidGone(pid2) {
 		t.Fatalf("the escapee %d survived DELETE", pid2)
+	}
+}
+
+// resultText is the text/plain of the result event of evs ("" when none).
+func resultText(t *testing.T, evs []wire.ContextEvent) string {
+	t.Helper()
+	for _, e := range evs {
+		if e.Type == "result" {
+			var s string
+			json.Unmarshal(e.Data["text/plain"], &s)
+			return s
+		}
+	}
+	return ""
+}
+
+// stateKept runs `state` in c and checks it is still 42.
+func stateKept(t *testing.T, c *CodeContext, what string) {
+	t.Helper()
+	evs, end := run(t, c, "state", 10)
+	if end.Status != wire.ExecOK || resultText(t, evs) != "42" {
+		t.Fatalf("%s: the state is gone: %+v", what, evs)
+	}
+}
+
+// F3: an interrupt while large display frames are written keeps the
+// framing, so the execution ends interrupted and the state is kept.
+func TestContextInterruptMidFrame(t *testing.T) {
+	_, cs := newContexts(t, nil)
+	for trial := 1; trial <= 4; trial++ {
+		c := mustContext(t, cs)
+		run(t, c, "state=42\nclass B:\n def _repr_mimebundle_(self, include=None, exclude=None): return {'text/html': 'h'*450000}\nb=B()", 10)
+		x, _, err := c.Execute(ExecuteRequest{Code: "while True: display(b)"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		if err := x.e.log.wait(ctx, int64(trial)); err != nil {
+			t.Fatal("no display events")
+		}
+		cancel()
+		if _, err := c.Interrupt(); err != nil {
+			t.Fatal(err)
+		}
+		evs := collect(t, x)
+		if end := evs[len(evs)-1]; end.Status != wire.ExecInterrupted {
+			t.Fatalf("trial %d: end %+v, want interrupted", trial, end)
+		}
+		stateKept(t, c, "after an interrupt mid-display")
+		cs.Delete(c.ID())
+	}
+}
+
+// F4, F5: an exception with a huge message, a bundle of huge keys: the
+// event is bounded, the interpreter lives.
+func TestContextHugeErrorAndKeys(t *testing.T) {
+	_, cs := newContexts(t, nil)
+	c := mustContext(t, cs)
+	run(t, c, "state=42", 10)
+	evs, end := run(t, c, "raise ValueError('é'*100_000)", 10)
+	if end.Status != wire.ExecError {
+		t.Fatalf("huge exception: %+v", end)
+	}
+	var errEv *wire.ContextEvent
+	for i := range evs {
+		if evs[i].Type == wire.CtxEventError {
+			errEv = &evs[i]
+		}
+	}
+	if errEv == nil || errEv.Name != "ValueError" || !strings.Contains(errEv.Value, "truncated") {
+		t.Fatalf("huge exception: no bounded error event in %d events", len(evs))
+	}
+	if n := eventSize(errEv); n > ContextMaxEvent {
+		t.Fatalf("error event of %d bytes", n)
+	}
+	stateKept(t, c, "after a huge exception")
+	evs, end = run(t, c, "class K:\n def _repr_mimebundle_(self, include=None, exclude=None): return {('k'*200000)+str(i): 'v' for i in range(8)}\nK()", 10)
+	if end.Status != wire.ExecOK || !strings.Contains(resultText(t, evs), "K object") {
+		t.Fatalf("bundle of huge keys: %+v", end)
+	}
+	stateKept(t, c, "after a bundle of huge keys")
+}
+
+// F6: NaN in application/json leaves that entry out (named), keeps the
+// event; an undecodable frame is never dropped silently.
+func TestContextNaNJSON(t *testing.T) {
+	_, cs := newContexts(t, nil)
+	c := mustContext(t, cs)
+	run(t, c, "state=42\nclass J:\n def _repr_json_(self): return {'v': float('nan')}", 10)
+	evs, _ := run(t, c, "J()", 10)
+	var res *wire.ContextEvent
+	for i := range evs {
+		if evs[i].Type == "result" {
+			res = &evs[i]
+		}
+	}
+	if res == nil || res.Data["text/plain"] == nil {
+		t.Fatalf("NaN json: no result with text/plain: %+v", evs)
+	}
+	if _, ok := res.Omitted["application/json"]; !ok {
+		t.Fatalf("NaN json: application/json not named omitted: %+v", res)
+	}
+	evs, _ = run(t, c, "print('before'); display(J()); print('after')", 10)
+	if !slices.ContainsFunc(evs, func(e wire.ContextEvent) bool { return e.Type == "display" }) {
+		t.Fatalf("NaN display dropped: %+v", evs)
+	}
+	// A frame that is no JSON (forged by the code) is reported, not dropped.
+	evs, _ = run(t, c, "import os,struct\nos.write(4, struct.pack('>I',3)+b'{x}')", 10)
+	if !slices.ContainsFunc(evs, func(e wire.ContextEvent) bool {
+		return e.Type == wire.CtxEventStderr && strings.Contains(e.Text, "undecodable")
+	}) {
+		t.Fatalf("an undecodable frame left no trace: %+v", evs)
+	}
+}
+
+// F7: a fork in the code does not split the context: the child never
+// answers a request.
+func TestContextForkDoesNotSplit(t *testing.T) {
+	_, cs := newContexts(t, nil)
+	c := mustContext(t, cs)
+	pid := c.Status().Pid
+	run(t, c, "import os, time\nif os.fork() == 0:\n    time.sleep(0.2)", 10)
+	for i := 0; i < 6; i++ {
+		evs, end := run(t, c, "time.sleep(0.1); os.getpid()", 10)
+		if end.Status != wire.ExecOK || resultText(t, evs) != strconv.Itoa(pid) {
+			t.Fatalf("execution answered by %q (%+v), want the interpreter %d", resultText(t, evs), end, pid)
+		}
+	}
+}
+
+// F8: an incomplete UTF-8 tail at the end of an execution is its own (as
+// U+FFFD), never the next one's.
+func TestContextUTF8TailFlushed(t *testing.T) {
+	_, cs := newContexts(t, nil)
+	c := mustContext(t, cs)
+	evs, _ := run(t, c, "import sys; sys.stdout.buffer.write(b'ab\\xc3'); sys.stdout.flush()", 10)
+	if got := textOf(evs, wire.CtxEventStdout); got != "ab\uFFFD" {
+		t.Fatalf("first stdout %q, want %q", got, "ab\uFFFD")
+	}
+	evs, _ = run(t, c, "print('x')", 10)
+	if got := textOf(evs, wire.CtxEventStdout); got != "x\n" {
+		t.Fatalf("second stdout %q, want %q", got, "x\n")
 	}
 }
