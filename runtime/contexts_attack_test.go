@@ -1,3 +1,5 @@
+//go:build linux
+
 package runtime
 
 import (
@@ -8,9 +10,10 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/sandbox-runtime/sandbox-runtime/wire"
 )
@@ -122,6 +125,19 @@ func pidGone(pid int) bool {
 	return i > 0 && i+2 < len(s) && s[i+2] == 'Z'
 }
 
+// killLater kills pid at the test's end if it is still the process it is
+// now (pinned with a pidfd: a reused pid is never hit).
+func killLater(t *testing.T, pid int) {
+	pfd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		return // already gone
+	}
+	t.Cleanup(func() {
+		unix.PidfdSendSignal(pfd, unix.SIGKILL, nil, 0)
+		unix.Close(pfd)
+	})
+}
+
 // F2: a subprocess that left the session holds fd 1/2 after the
 // interpreter exits: the execution still ends, the escapee is killed, and
 // restart and delete answer at once.
@@ -141,7 +157,7 @@ func TestContextEscapeeEnds(t *testing.T) {
 	if err != nil {
 		t.Fatalf("no escapee pid in %+v", evs)
 	}
-	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) })
+	killLater(t, pid)
 	deadline := time.Now().Add(3 * time.Second)
 	for !pidGone(pid) && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
@@ -160,7 +176,7 @@ func TestContextEscapeeEnds(t *testing.T) {
 	x2, _ := c.Execution(2)
 	pid2, _ := strconv.Atoi(strings.TrimSpace(textOf(collect(t, x2), wire.CtxEventStdout)))
 	if pid2 > 0 {
-		t.Cleanup(func() { syscall.Kill(pid2, syscall.SIGKILL) })
+		killLater(t, pid2)
 	}
 	t0 := time.Now()
 	if err := cs.Delete(c.ID()); err != nil {
