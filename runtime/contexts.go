@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -76,6 +77,10 @@ const (
 	// contextFenceReads bounds the reads of a pipe before an event (32 KiB
 	// each): what the code wrote before the event, at most 2 MiB.
 	contextFenceReads = 64
+	// contextWriteTimeout bounds the write of a request frame: an idle
+	// kernel reads it at once; one that does not (its code forged a done
+	// frame and still runs) is killed, the context state_lost.
+	contextWriteTimeout = 5 * time.Second
 )
 
 // ContextInterruptGrace is how long a timed-out execution has to return
@@ -140,6 +145,13 @@ type CodeContext struct {
 	created   time.Time
 	lastUsed  time.Time
 	deleted   bool
+	// started is closed once the first interpreter's start has ended
+	// (startErr says how); restarting is non-nil while a restart starts a
+	// fresh interpreter (concurrent restarts wait on it: they coalesce).
+	// Starts run without mu held, so nobody else waits on a slow start.
+	started    chan struct{}
+	startErr   error
+	restarting chan struct{}
 }
 
 // interp is one interpreter process of a context.
@@ -153,6 +165,7 @@ type interp struct {
 	done    chan struct{} // closed once reaped and every reader has ended
 	killWhy string        // set before a deliberate kill: the state_lost reason
 	version string
+	pipes   []string // its stdout and stderr pipes as /proc names them (killPipeHolders)
 }
 
 // execution is one execution of code in a context.
@@ -218,6 +231,9 @@ func (cs *Contexts) Create(r ContextRequest) (wire.Context, bool, error) {
 			if c.cwd != cwd || c.sum != sum {
 				return wire.Context{}, false, errorf(ErrConflict, "context_id %s is in use by a different request", id)
 			}
+			if err := c.waitStarted(); err != nil {
+				return wire.Context{}, false, err
+			}
 			return c.Status(), false, nil
 		}
 		if why, ok := cs.tombs[id]; ok {
@@ -247,14 +263,18 @@ func (cs *Contexts) Create(r ContextRequest) (wire.Context, bool, error) {
 		id: id, cs: cs, log: cs.log.With(zap.String("context_id", id)),
 		cwd: cwd, envs: maps.Clone(r.Envs), sum: sum, place: place,
 		state: wire.ContextReady, execs: map[int]*execution{}, byClient: map[string]*execution{},
-		nextN: 1, created: now, lastUsed: now,
+		nextN: 1, created: now, lastUsed: now, started: make(chan struct{}),
 	}
 	cs.ctxs[id] = c
 	cs.order = append(cs.order, c)
-	c.mu.Lock() // held across the start: a re-post waits in Status
 	cs.mu.Unlock()
-	err = c.startLocked()
+	// The start holds no lock: a re-post, a Get of this id wait on
+	// c.started; List and the sweep skip a context still starting.
+	err = c.start()
+	c.mu.Lock()
+	c.startErr = err
 	c.mu.Unlock()
+	close(c.started)
 	if err != nil {
 		cs.mu.Lock()
 		cs.removeLocked(c)
@@ -287,8 +307,33 @@ func (m *Manager) python() string {
 	return "python3"
 }
 
-// startLocked starts an interpreter and waits for its ready frame.
-func (c *CodeContext) startLocked() error {
+// waitStarted waits for the first start of c to end: its error, if any.
+func (c *CodeContext) waitStarted() error {
+	if c.started == nil {
+		return nil
+	}
+	<-c.started
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.startErr
+}
+
+// isStarting reports whether c's first start is still under way.
+func (c *CodeContext) isStarting() bool {
+	if c.started == nil {
+		return false
+	}
+	select {
+	case <-c.started:
+		return false
+	default:
+		return true
+	}
+}
+
+// start starts an interpreter, waits for its ready frame (without c.mu
+// held: a slow start blocks nobody else) and installs it under c.mu.
+func (c *CodeContext) start() error {
 	m := c.cs.m
 	reqR, reqW, err := os.Pipe()
 	if err != nil {
@@ -336,7 +381,7 @@ func (c *CodeContext) startLocked() error {
 		m.wg.Done()
 		return spawnError(err)
 	}
-	in := &interp{proc: p, req: reqW, ev: evR, done: make(chan struct{})}
+	in := &interp{proc: p, req: reqW, ev: evR, done: make(chan struct{}), pipes: pipeIDs(p.Stdout, p.Stderr)}
 	// The ready frame, bounded: a python3 that is not Python 3 (or hangs)
 	// must not hold the create forever.
 	br := bufio.NewReaderSize(evR, 64<<10)
@@ -376,6 +421,8 @@ func (c *CodeContext) startLocked() error {
 		return errorf(ErrSpawnFailed, "the interpreter %s did not start (%s; exit code %d)", m.python(), why, st.Code)
 	}
 	in.version, _ = rd.ev["python"].(string)
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	c.in = in
 	c.python = in.version
 	c.state = wire.ContextReady
@@ -387,6 +434,11 @@ func (c *CodeContext) startLocked() error {
 	go func() { defer wg.Done(); c.readEvents(in, br) }()
 	go c.supervise(in, &wg)
 	c.log.Info("context interpreter started", zap.Int("pid", p.Pid), zap.String("python", in.version))
+	if c.deleted { // deleted while it started (the start holds no lock)
+		in.killWhy = "the context was deleted"
+		p.Signal(syscall.SIGKILL)
+		return &ContextGoneError{ID: c.id, Reason: "deleted"}
+	}
 	return nil
 }
 
@@ -470,6 +522,9 @@ func (c *CodeContext) drainLocked(in *interp, i int, fd uintptr, reads int) (don
 		if c.cur != nil && c.in == in && cut > 0 {
 			c.cur.log.add(wire.ContextEvent{Type: typ, Text: string(data[:cut])})
 		}
+		if c.cur == nil { // output between executions is dropped, its tail too
+			cut = len(data)
+		}
 		in.carry[i] = append(in.carry[i][:0], data[cut:]...)
 	}
 	return false, false
@@ -525,7 +580,7 @@ func (c *CodeContext) readEvents(in *interp, br *bufio.Reader) {
 	for {
 		b, err := readFrame(br)
 		if err != nil {
-			if err != io.EOF && err != io.ErrUnexpectedEOF && !isClosed(err) {
+			if err != io.EOF && err != io.ErrUnexpectedEOF && !isClosed(err) && !errors.Is(err, os.ErrDeadlineExceeded) {
 				c.mu.Lock()
 				if in.killWhy == "" {
 					in.killWhy = "the interpreter broke its protocol: " + err.Error()
@@ -536,12 +591,20 @@ func (c *CodeContext) readEvents(in *interp, br *bufio.Reader) {
 			return
 		}
 		var ev kernelEvent
-		if err := json.Unmarshal(b, &ev); err != nil {
-			continue
-		}
+		bad := json.Unmarshal(b, &ev)
 		c.mu.Lock()
 		c.fenceLocked(in)
 		e := c.cur
+		if bad != nil {
+			// Never dropped silently: the running execution says so (the
+			// kernel itself never sends one; the code can, on fd 4).
+			c.log.Warn("an undecodable frame from the interpreter", zap.Int("bytes", len(b)), zap.Error(bad))
+			if e != nil && c.in == in {
+				e.log.add(wire.ContextEvent{Type: wire.CtxEventStderr, Text: fmt.Sprintf("[sandbox-runtime: an undecodable frame of %d bytes from the interpreter was left out: %v]\n", len(b), bad)})
+			}
+			c.mu.Unlock()
+			continue
+		}
 		if e == nil || c.in != in {
 			c.mu.Unlock()
 			continue
@@ -559,6 +622,7 @@ func (c *CodeContext) readEvents(in *interp, br *bufio.Reader) {
 			if e.timedOut {
 				status, reason = wire.ExecTimedOut, "the timeout passed; the code returned after SIGINT, the state is kept"
 			}
+			c.flushCarryLocked(in, e)
 			c.finishLocked(e, status, reason)
 		}
 		c.mu.Unlock()
@@ -566,6 +630,29 @@ func (c *CodeContext) readEvents(in *interp, br *bufio.Reader) {
 }
 
 func isClosed(err error) bool { return errors.Is(err, os.ErrClosed) }
+
+// killAll kills everything of the interpreter: SIGKILL to its group and
+// cgroup.kill in cgroup mode (procgroup's Terminate with its deadline
+// passed), and every process still holding its output pipes (the best
+// there is without a cgroup for what left the group).
+func (in *interp) killAll() {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	in.proc.Terminate(ctx, 0)
+	killPipeHolders(in.pipes)
+}
+
+// flushCarryLocked ends e's output: an incomplete UTF-8 sequence held back
+// at the end of a pipe's last read is e's (as U+FFFD), never the next
+// execution's.
+func (c *CodeContext) flushCarryLocked(in *interp, e *execution) {
+	for i, typ := range [2]string{wire.CtxEventStdout, wire.CtxEventStderr} {
+		if len(in.carry[i]) > 0 {
+			e.log.add(wire.ContextEvent{Type: typ, Text: strings.ToValidUTF8(string(in.carry[i]), "\uFFFD")})
+			in.carry[i] = in.carry[i][:0]
+		}
+	}
+}
 
 // finishLocked ends execution e with status.
 func (c *CodeContext) finishLocked(e *execution, status, reason string) {
@@ -610,11 +697,28 @@ func (c *CodeContext) supervise(in *interp, readers *sync.WaitGroup) {
 		<-in.proc.Done()
 	}
 	st := in.proc.Exit()
-	// What the interpreter left behind in its group dies with it, so that
-	// the pipes reach EOF.
-	in.proc.Signal(syscall.SIGKILL)
+	// What the code started dies with the interpreter, so that the pipes
+	// reach EOF: the group and, in cgroup mode, the whole cgroup
+	// (cgroup.kill, which reaches what left the group); without a cgroup
+	// every process still holding the output pipes (contexts_escape_linux.go).
+	in.killAll()
 	in.req.Close()
-	readers.Wait()
+	// The pipes are drained for one pipe grace after the leader's end, as
+	// commands do (supervise.go rule 4): something that holds them still
+	// cannot hold the end of the execution.
+	drained := make(chan struct{})
+	go func() { readers.Wait(); close(drained) }()
+	pipeGrace := time.NewTimer(max(m.killGrace(), minPipeDrain))
+	select {
+	case <-drained:
+	case <-pipeGrace.C:
+		now := time.Now()
+		for _, f := range []*os.File{in.proc.Stdout, in.proc.Stderr, in.ev} {
+			f.SetReadDeadline(now)
+		}
+		<-drained
+	}
+	pipeGrace.Stop()
 	in.proc.Release()
 	c.mu.Lock()
 	why := in.killWhy
@@ -630,6 +734,7 @@ func (c *CodeContext) supervise(in *interp, readers *sync.WaitGroup) {
 			if e.timedOut {
 				status = wire.ExecTimedOut
 			}
+			c.flushCarryLocked(in, e)
 			c.finishLocked(e, status, why)
 		}
 		c.state = wire.ContextStateLost
@@ -664,6 +769,9 @@ func (cs *Contexts) Get(id string) (*CodeContext, error) {
 	cs.mu.Unlock()
 	switch {
 	case ok:
+		if err := c.waitStarted(); err != nil {
+			return nil, errorf(ErrNotFound, "no context %s (its create failed)", id)
+		}
 		return c, nil
 	case gone:
 		return nil, &ContextGoneError{ID: id, Reason: why}
@@ -679,6 +787,9 @@ func (cs *Contexts) List() []wire.Context {
 	cs.mu.Unlock()
 	out := make([]wire.Context, 0, len(all))
 	for _, c := range all {
+		if c.isStarting() { // not created until its create answers
+			continue
+		}
 		out = append(out, c.Status())
 	}
 	return out
@@ -741,7 +852,12 @@ func (c *CodeContext) Execute(r ExecuteRequest) (*Execution, bool, error) {
 		return nil, false, invalidf("execution_id must be at most 128 bytes")
 	}
 	c.mu.Lock()
-	defer c.mu.Unlock()
+	locked := true
+	defer func() {
+		if locked {
+			c.mu.Unlock()
+		}
+	}()
 	if r.ExecutionID != "" {
 		if e, ok := c.byClient[r.ExecutionID]; ok {
 			if e.code != r.Code {
@@ -753,8 +869,12 @@ func (c *CodeContext) Execute(r ExecuteRequest) (*Execution, bool, error) {
 	switch {
 	case c.deleted:
 		return nil, false, &ContextGoneError{ID: c.id, Reason: "deleted"}
-	case c.state == wire.ContextStateLost:
-		return nil, false, &StateLostError{ID: c.id, Reason: c.lost.Reason}
+	case c.state == wire.ContextStateLost || c.in == nil:
+		reason := "its interpreter is restarting"
+		if c.lost != nil {
+			reason = c.lost.Reason
+		}
+		return nil, false, &StateLostError{ID: c.id, Reason: reason}
 	case c.cur != nil:
 		return nil, false, errorf(ErrBusy, "context %s is running execution %d; one runs at a time (interrupt it, or wait for its end)", c.id, c.cur.n)
 	}
@@ -769,11 +889,6 @@ func (c *CodeContext) Execute(r ExecuteRequest) (*Execution, bool, error) {
 	}
 	frame := binary.BigEndian.AppendUint32(nil, uint32(len(body)))
 	frame = append(frame, body...)
-	// The kernel is idle, reading its fd 3: the write does not block for
-	// long (a broken kernel: the pipe's error).
-	if _, err := c.in.req.Write(frame); err != nil {
-		return nil, false, errorf(ErrStateLost, "context %s: the interpreter does not take code: %v", c.id, err)
-	}
 	c.nextN++
 	c.execs[e.n] = e
 	c.execOrder = append(c.execOrder, e.n)
@@ -793,6 +908,25 @@ func (c *CodeContext) Execute(r ExecuteRequest) (*Execution, bool, error) {
 	c.lastUsed = now
 	in := c.in
 	e.timer = time.AfterFunc(timeout, func() { c.timeout(in, e) })
+	// The frame is written without c.mu held (the execution is already
+	// the context's one, so no other write races it), bounded: an idle
+	// kernel reads it at once; one whose code still runs (it forged a done
+	// frame) does not, and a frame half written cannot be taken back, so
+	// the interpreter is killed and the execution ends state_lost.
+	c.mu.Unlock()
+	locked = false
+	in.req.SetWriteDeadline(time.Now().Add(contextWriteTimeout))
+	_, err := in.req.Write(frame)
+	in.req.SetWriteDeadline(time.Time{})
+	if err != nil {
+		c.mu.Lock()
+		if in.killWhy == "" {
+			in.killWhy = fmt.Sprintf("the interpreter did not take the code of execution %d (%v): it was killed", e.n, err)
+		}
+		c.mu.Unlock()
+		c.cs.log.Warn("context interpreter does not read its requests", zap.String("context_id", c.id), zap.Error(err))
+		in.proc.Signal(syscall.SIGKILL)
+	}
 	return &Execution{c: c, e: e}, true, nil
 }
 
@@ -855,12 +989,29 @@ func (c *CodeContext) Restart() (wire.Context, error) {
 		c.mu.Unlock()
 		return c.Status(), nil
 	}
-	err := c.startLocked()
+	if ch := c.restarting; ch != nil { // one is starting: they coalesce
+		c.mu.Unlock()
+		<-ch
+		c.mu.Lock()
+		alive := c.in != nil
+		c.mu.Unlock()
+		if !alive {
+			return wire.Context{}, errorf(ErrSpawnFailed, "context %s: the concurrent restart did not start an interpreter", c.id)
+		}
+		return c.Status(), nil
+	}
+	ch := make(chan struct{})
+	c.restarting = ch
+	c.mu.Unlock()
+	err := c.start() // without c.mu: a slow start blocks nobody else
+	c.mu.Lock()
+	c.restarting = nil
 	if err == nil {
 		c.restarts++
 		c.lastUsed = c.cs.m.cfg.Clock.Now()
 	}
 	c.mu.Unlock()
+	close(ch)
 	if err != nil {
 		return wire.Context{}, err
 	}
@@ -934,7 +1085,11 @@ func (cs *Contexts) removeLocked(c *CodeContext) {
 func (cs *Contexts) sweepLocked() {
 	now := cs.m.cfg.Clock.Now()
 	for _, c := range slices.Clone(cs.order) {
-		c.mu.Lock()
+		// Never wait on a context's lock here (every lookup sweeps): one
+		// that is held is in use, not idle.
+		if c.isStarting() || !c.mu.TryLock() {
+			continue
+		}
 		idle := c.cur == nil && !c.deleted && !now.Before(c.lastUsed.Add(cs.m.cfg.ContextIdle))
 		if idle {
 			c.deleted = true

@@ -38,9 +38,7 @@ func (cs *Contexts) refill() {
 		cs: cs, log: cs.log.With(zap.Bool("spare", true)), cwd: m.cfg.BaseDir, sum: envsDigest(nil),
 		state: wire.ContextReady, execs: map[int]*execution{}, byClient: map[string]*execution{}, nextN: 1,
 	}
-	c.mu.Lock()
-	err := c.startLocked()
-	c.mu.Unlock()
+	err := c.start()
 	cs.mu.Lock()
 	cs.refilling = false
 	if err == nil {

@@ -204,11 +204,16 @@ func writeHelp(w io.Writer, settings []setting) {
 	io.WriteString(w, b.String())
 }
 
-// rawValue is a flag that keeps its text; the setting parses it.
+// rawValue is a flag that keeps its text; the setting parses it. A
+// `bool` setting is a bool flag (isBool): bare --flag means true.
 type rawValue struct {
-	s   string
-	set bool
+	s      string
+	set    bool
+	isBool bool
 }
+
+// IsBoolFlag makes the flag package take a bare --flag as --flag=true.
+func (v *rawValue) IsBoolFlag() bool { return v.isBool }
 
 func (v *rawValue) String() string     { return v.s }
 func (v *rawValue) Set(s string) error { v.s, v.set = s, true; return nil }
@@ -224,6 +229,7 @@ func loadConfig(args []string, getenv func(string) string, stdout io.Writer) (*c
 	settings := c.settings()
 	values := make([]rawValue, len(settings))
 	for i, s := range settings {
+		values[i].isBool = strings.HasPrefix(s.usage, "`bool`")
 		fs.Var(&values[i], s.flag, s.usage)
 	}
 	fs.BoolVar(&c.ShowVersion, "version", false, "print the version and exit")

@@ -17,6 +17,10 @@ import traceback
 
 REQ_FD, EV_FD = 3, 4
 MAX_EVENT = int(os.environ.pop("SANDBOX_CTX_MAX_EVENT", "524288"))
+FRAME_MAX = 2 * MAX_EVENT  # the daemon's frame bound (contextFrameMax)
+ERROR_VALUE_MAX = 64 << 10  # an error's value, bytes encoded
+ERROR_LINE_MAX = 16 << 10  # one traceback line
+ERROR_TB_MAX = 256 << 10  # the whole traceback
 _mem = os.environ.pop("SANDBOX_CTX_MEMORY", "")
 if _mem:
     import resource
@@ -38,16 +42,53 @@ def _read_exact(n):
     return buf
 
 
+# A frame is atomic: SIGINT is blocked while one is read or written, and
+# one that still arrives (delivered to another thread) is held by the
+# handler until the frame is whole (_in_frame, _pending); a short write is
+# continued. A frame cut by a KeyboardInterrupt would desync the framing.
+_in_frame = False
+_pending = False
+_SIGINT = {signal.SIGINT}
+
+
+class _Atomic:
+    def __enter__(self):
+        global _in_frame
+        self.old = signal.pthread_sigmask(signal.SIG_BLOCK, _SIGINT)
+        _in_frame = True
+
+    def __exit__(self, *exc):
+        global _in_frame, _pending
+        _in_frame = False
+        signal.pthread_sigmask(signal.SIG_SETMASK, self.old)
+        if _pending and exc[0] is None:
+            _pending = False
+            if _running:
+                raise KeyboardInterrupt
+        return False
+
+
 def _read_frame():
-    head = _read_exact(4)
-    if head is None:
-        return None
-    (n,) = struct.unpack(">I", head)
-    body = _read_exact(n)
+    with _Atomic():
+        head = _read_exact(4)
+        if head is None:
+            return None
+        (n,) = struct.unpack(">I", head)
+        body = _read_exact(n)
     return None if body is None else json.loads(body)
 
 
+def _jlen(v):
+    """The size of v in a frame (UTF-8 JSON, NaN refused)."""
+    return len(json.dumps(v, default=repr, ensure_ascii=False, allow_nan=False).encode("utf-8", "replace"))
+
+
+_child = False  # this process is a fork of the interpreter (see _in_child)
+
+
 def _send(obj):
+    if _child:
+        return
     # Flush the code's own buffers first: the daemon orders the bytes it
     # finds in the pipes at this moment before the event.
     for f in (sys.stdout, sys.stderr):
@@ -55,8 +96,16 @@ def _send(obj):
             f.flush()
         except Exception:
             pass
-    data = json.dumps(obj, default=repr).encode("utf-8", "replace")
-    _ev.write(struct.pack(">I", len(data)) + data)
+    try:
+        data = json.dumps(obj, default=repr, ensure_ascii=False, allow_nan=False).encode("utf-8", "replace")
+    except (ValueError, TypeError, RecursionError) as e:
+        data = json.dumps({"type": "stderr_note", "text": "a %s event was left out: not valid JSON (%s)" % (obj.get("type"), e)}).encode()
+    if len(data) > FRAME_MAX:  # the last guard: no event ever exceeds the frame bound
+        data = json.dumps({"type": "stderr_note", "text": "a %s event of %d bytes was left out: above the frame bound of %d" % (obj.get("type"), len(data), FRAME_MAX)}).encode()
+    frame = memoryview(struct.pack(">I", len(data)) + data)
+    with _Atomic():
+        while frame:
+            frame = frame[os.write(EV_FD, frame):]
 
 
 MIMES = [
@@ -119,20 +168,54 @@ def bundle(obj):
     return _bound(data)
 
 
+def _cut(s, limit):
+    """s cut to at most limit bytes encoded, marked when cut."""
+    n = _jlen(s)
+    if n <= limit:
+        return s
+    k = len(s)
+    while k > 0:
+        m = _jlen(s[:k])
+        if m <= limit - 100:
+            break
+        k = min(k - 1, k * (limit - 100) // m)
+    return s[:max(k, 0)] + "… [truncated: %d bytes encoded in all]" % n
+
+
+def _name(k):
+    """A MIME key as named in "omitted": at most 256 characters."""
+    k = str(k)
+    return k if len(k) <= 256 else k[:256] + "…"
+
+
 def _bound(data):
-    """Keep the bundle under MAX_EVENT bytes: the largest entries other than
-    text/plain are left out (named in "omitted" with their sizes), and
-    text/plain is cut if it alone is too large."""
+    """Keep the bundle under MAX_EVENT bytes, keys counted: the largest
+    entries other than text/plain are left out (named in "omitted" with
+    their sizes, a name cut at 256 characters), an entry that is no valid
+    JSON (NaN, Infinity) is left out whatever its size (its size -1, and a
+    stderr note says why), and text/plain is cut if it alone is too large."""
     omitted = {}
-    sizes = {k: len(json.dumps(v, default=repr)) for k, v in data.items()}
-    budget = MAX_EVENT - 1024
+    sizes = {}
+    for k, v in list(data.items()):
+        if not isinstance(k, str):
+            del data[k]
+            k = str(k)
+            data[k] = v
+        try:
+            sizes[k] = _jlen(k) + _jlen(v) + 2
+        except (ValueError, TypeError, RecursionError) as e:
+            del data[k]
+            omitted[_name(k)] = -1
+            _send({"type": "stderr_note", "text": "%s left out of the bundle: not valid JSON (%s)" % (_name(k), e)})
+    budget = MAX_EVENT - 4096
     while sum(sizes.values()) > budget and len(sizes) > 1:
         k = max((k for k in sizes if k != "text/plain"), key=lambda k: sizes[k])
-        omitted[k] = sizes.pop(k)
+        omitted[_name(k)] = sizes.pop(k)
         del data[k]
+        budget = MAX_EVENT - 4096 - _jlen(omitted)
     if sizes.get("text/plain", 0) > budget:
         omitted["text/plain"] = sizes["text/plain"]
-        data["text/plain"] = data["text/plain"][: budget // 2] + "…"
+        data["text/plain"] = _cut(data["text/plain"], budget // 2)
     return data, omitted
 
 
@@ -196,6 +279,10 @@ _running = False
 
 
 def _on_sigint(signum, frame):
+    global _pending
+    if _in_frame:  # held until the frame is whole
+        _pending = True
+        return
     if _running:
         raise KeyboardInterrupt
     # between executions an interrupt has nothing to interrupt
@@ -227,10 +314,49 @@ def _run(code):
 
 
 def _error(e):
+    """The error event of e, bounded: its value at ERROR_VALUE_MAX bytes, each
+    traceback line at ERROR_LINE_MAX, the traceback at ERROR_TB_MAX (its
+    last lines kept); what is cut says so."""
+    try:
+        value = str(e)
+    except Exception as x:
+        value = "<str failed: %s>" % type(x).__name__
     tb = traceback.format_exception(type(e), e, e.__traceback__)
     # drop this program's own frames: the traceback starts at the code
-    lines = [l for l in tb if 'File "<string>"' not in l]
-    _send({"type": "error", "name": type(e).__name__, "value": str(e), "traceback": lines})
+    lines = [_cut(l, ERROR_LINE_MAX) for l in tb if 'File "<string>"' not in l]
+    total, keep = 0, []
+    for l in reversed(lines):
+        total += _jlen(l)
+        if total > ERROR_TB_MAX:
+            keep.append("… %d traceback lines left out (truncated)\n" % (len(lines) - len(keep)))
+            break
+        keep.append(l)
+    _send({"type": "error", "name": type(e).__name__, "value": _cut(value, ERROR_VALUE_MAX), "traceback": keep[::-1]})
+
+
+def _in_child():
+    """A fork of the interpreter (os.fork() in the code) must not speak for
+    it: its copies of fds 3 and 4 are closed, its events dropped, and it
+    exits when its code returns to the kernel (its fd 1 and 2 stay)."""
+    global _child
+    _child = True
+    for fd in (REQ_FD, EV_FD):
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+
+
+os.register_at_fork(after_in_child=_in_child)
+
+
+def _child_exit(code):
+    for f in (sys.stdout, sys.stderr):
+        try:
+            f.flush()
+        except Exception:
+            pass
+    os._exit(code)
 
 
 _send({"type": "ready", "pid": os.getpid(), "python": sys.version.split()[0]})
@@ -248,15 +374,24 @@ while True:
             ns["_"] = value
             _emit("result", value)
     except KeyboardInterrupt as e:
+        if _child:
+            _child_exit(1)
         status = "interrupted"
         _error(e)
     except SystemExit as e:
+        if _child:
+            _child_exit(e.code if isinstance(e.code, int) else (0 if e.code is None else 1))
         status = "error"
         _send({"type": "error", "name": "SystemExit", "value": str(e.code),
                "traceback": ["SystemExit is not an exit in a code context: the interpreter keeps running\n"]})
     except BaseException as e:
+        if _child:
+            traceback.print_exc()
+            _child_exit(1)
         status = "error"
         _error(e)
+    if _child:
+        _child_exit(0)
     try:
         _figures()
     except BaseException as e:
