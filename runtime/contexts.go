@@ -183,38 +183,48 @@ type execution struct {
 	done     chan struct{}
 }
 
-// Create makes a context and starts its interpreter. It answers the
-// context's status and whether it was created (false: an idempotent re-post).
-func (cs *Contexts) Create(r ContextRequest) (wire.Context, bool, error) {
-	m := cs.m
+// checkRequest validates a create's language, context_id, envs and cwd; it
+// answers the id in its canonical form ("" when the client gave none) and
+// the working directory (the base dir when none was given).
+func (cs *Contexts) checkRequest(r ContextRequest) (id, cwd string, err error) {
 	if r.Language != "" && r.Language != "python" {
-		return wire.Context{}, false, invalidf("language must be \"python\" (got %q)", r.Language)
+		return "", "", invalidf("language must be \"python\" (got %q)", r.Language)
 	}
-	id := ""
 	if r.ContextID != "" {
 		u, err := uuid.Parse(r.ContextID)
 		if err != nil || len(r.ContextID) != 36 {
-			return wire.Context{}, false, invalidf("context_id must be a UUID (got %q)", r.ContextID)
+			return "", "", invalidf("context_id must be a UUID (got %q)", r.ContextID)
 		}
 		id = u.String()
 	}
 	for k, v := range r.Envs {
 		if err := checkEnvName(k); err != nil {
-			return wire.Context{}, false, err
+			return "", "", err
 		}
 		if slices.Contains([]byte(v), 0) {
-			return wire.Context{}, false, invalidf("an envs value contains a NUL byte")
+			return "", "", invalidf("an envs value contains a NUL byte")
 		}
 	}
-	cwd := r.Cwd
+	cwd = r.Cwd
 	if cwd == "" {
-		cwd = m.cfg.BaseDir
+		cwd = cs.m.cfg.BaseDir
 	}
 	if !filepath.IsAbs(cwd) {
-		return wire.Context{}, false, invalidf("cwd must be an absolute path (got %q)", cwd)
+		return "", "", invalidf("cwd must be an absolute path (got %q)", cwd)
 	}
 	if fi, err := os.Stat(cwd); err != nil || !fi.IsDir() {
-		return wire.Context{}, false, invalidf("cwd %q is not an existing directory", cwd)
+		return "", "", invalidf("cwd %q is not an existing directory", cwd)
+	}
+	return id, cwd, nil
+}
+
+// Create makes a context and starts its interpreter. It answers the
+// context's status and whether it was created (false: an idempotent re-post).
+func (cs *Contexts) Create(r ContextRequest) (wire.Context, bool, error) {
+	m := cs.m
+	id, cwd, err := cs.checkRequest(r)
+	if err != nil {
+		return wire.Context{}, false, err
 	}
 	sum := envsDigest(r.Envs)
 	cs.mu.Lock()
@@ -382,9 +392,40 @@ func (c *CodeContext) start() error {
 		return spawnError(err)
 	}
 	in := &interp{proc: p, req: reqW, ev: evR, done: make(chan struct{}), pipes: pipeIDs(p.Stdout, p.Stderr)}
-	// The ready frame, bounded: a python3 that is not Python 3 (or hangs)
-	// must not hold the create forever.
 	br := bufio.NewReaderSize(evR, 64<<10)
+	version, err := c.awaitReady(p, br, evR, reqW)
+	if err != nil {
+		m.wg.Done()
+		return err
+	}
+	in.version = version
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.in = in
+	c.python = in.version
+	c.state = wire.ContextReady
+	c.lost = nil
+	var wg sync.WaitGroup
+	wg.Add(3)
+	go func() { defer wg.Done(); c.readPipe(in, 0, p.Stdout) }()
+	go func() { defer wg.Done(); c.readPipe(in, 1, p.Stderr) }()
+	go func() { defer wg.Done(); c.readEvents(in, br) }()
+	go c.supervise(in, &wg)
+	c.log.Info("context interpreter started", zap.Int("pid", p.Pid), zap.String("python", in.version))
+	if c.deleted { // deleted while it started (the start holds no lock)
+		in.killWhy = "the context was deleted"
+		p.Signal(syscall.SIGKILL)
+		return &ContextGoneError{ID: c.id, Reason: "deleted"}
+	}
+	return nil
+}
+
+// awaitReady reads the interpreter's first frame, bounded: a python3 that
+// is not Python 3 (or hangs) must not hold the create forever. It answers
+// the interpreter's version; on failure the process is killed and reaped
+// and its pipes closed.
+func (c *CodeContext) awaitReady(p *procgroup.Process, br *bufio.Reader, evR, reqW *os.File) (string, error) {
+	m := c.cs.m
 	type ready struct {
 		ev  map[string]any
 		err error
@@ -412,34 +453,15 @@ func (c *CodeContext) start() error {
 		p.Stderr.Close()
 		<-p.Done()
 		p.Release()
-		m.wg.Done()
 		why := fmt.Sprintf("%v", rd.err)
 		if rd.err == nil {
 			why = fmt.Sprintf("unexpected first frame %v", rd.ev)
 		}
 		st := p.Exit()
-		return errorf(ErrSpawnFailed, "the interpreter %s did not start (%s; exit code %d)", m.python(), why, st.Code)
+		return "", errorf(ErrSpawnFailed, "the interpreter %s did not start (%s; exit code %d)", m.python(), why, st.Code)
 	}
-	in.version, _ = rd.ev["python"].(string)
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.in = in
-	c.python = in.version
-	c.state = wire.ContextReady
-	c.lost = nil
-	var wg sync.WaitGroup
-	wg.Add(3)
-	go func() { defer wg.Done(); c.readPipe(in, 0, p.Stdout) }()
-	go func() { defer wg.Done(); c.readPipe(in, 1, p.Stderr) }()
-	go func() { defer wg.Done(); c.readEvents(in, br) }()
-	go c.supervise(in, &wg)
-	c.log.Info("context interpreter started", zap.Int("pid", p.Pid), zap.String("python", in.version))
-	if c.deleted { // deleted while it started (the start holds no lock)
-		in.killWhy = "the context was deleted"
-		p.Signal(syscall.SIGKILL)
-		return &ContextGoneError{ID: c.id, Reason: "deleted"}
-	}
-	return nil
+	v, _ := rd.ev["python"].(string)
+	return v, nil
 }
 
 // readFrame reads one frame: a 4-byte big-endian length and the bytes.
@@ -830,6 +852,41 @@ type ExecuteRequest struct {
 	ExecutionID string
 }
 
+// executionTimeout is an execution's timeout: the command rules (the
+// default when none is given, capped by the maximum).
+func executionTimeout(cfg Config, t *float64) (time.Duration, error) {
+	if t == nil {
+		return cfg.DefaultTimeout, nil
+	}
+	if math.IsNaN(*t) || *t <= 0 {
+		return 0, invalidf("timeout must be > 0 seconds")
+	}
+	timeout := min(time.Duration(*t*float64(time.Second)), cfg.MaxTimeout)
+	if timeout <= 0 {
+		return 0, invalidf("timeout must be > 0 seconds")
+	}
+	return timeout, nil
+}
+
+// retainLocked numbers e as the context's next execution and keeps it,
+// forgetting the oldest beyond contextExecutions (their ids answer 410).
+func (c *CodeContext) retainLocked(e *execution) {
+	c.nextN++
+	c.execs[e.n] = e
+	c.execOrder = append(c.execOrder, e.n)
+	if e.clientID != "" {
+		c.byClient[e.clientID] = e
+	}
+	for len(c.execOrder) > contextExecutions {
+		old := c.execs[c.execOrder[0]]
+		delete(c.execs, old.n)
+		if old.clientID != "" {
+			delete(c.byClient, old.clientID)
+		}
+		c.execOrder = c.execOrder[1:]
+	}
+}
+
 // Execute starts code in the context. It answers the execution and whether
 // it was started (false: a retried request with the same ExecutionID, which
 // answers the execution it started). One execution runs at a time: another
@@ -837,16 +894,9 @@ type ExecuteRequest struct {
 // state_lost) until Restart.
 func (c *CodeContext) Execute(r ExecuteRequest) (*Execution, bool, error) {
 	m := c.cs.m
-	timeout := m.cfg.DefaultTimeout
-	if r.Timeout != nil {
-		t := *r.Timeout
-		if math.IsNaN(t) || t <= 0 {
-			return nil, false, invalidf("timeout must be > 0 seconds")
-		}
-		timeout = min(time.Duration(t*float64(time.Second)), m.cfg.MaxTimeout)
-		if timeout <= 0 {
-			return nil, false, invalidf("timeout must be > 0 seconds")
-		}
+	timeout, err := executionTimeout(m.cfg, r.Timeout)
+	if err != nil {
+		return nil, false, err
 	}
 	if len(r.ExecutionID) > 128 {
 		return nil, false, invalidf("execution_id must be at most 128 bytes")
@@ -889,20 +939,7 @@ func (c *CodeContext) Execute(r ExecuteRequest) (*Execution, bool, error) {
 	}
 	frame := binary.BigEndian.AppendUint32(nil, uint32(len(body)))
 	frame = append(frame, body...)
-	c.nextN++
-	c.execs[e.n] = e
-	c.execOrder = append(c.execOrder, e.n)
-	if r.ExecutionID != "" {
-		c.byClient[r.ExecutionID] = e
-	}
-	for len(c.execOrder) > contextExecutions {
-		old := c.execs[c.execOrder[0]]
-		delete(c.execs, old.n)
-		if old.clientID != "" {
-			delete(c.byClient, old.clientID)
-		}
-		c.execOrder = c.execOrder[1:]
-	}
+	c.retainLocked(e)
 	c.cur = e
 	c.state = wire.ContextBusy
 	c.lastUsed = now
@@ -916,7 +953,7 @@ func (c *CodeContext) Execute(r ExecuteRequest) (*Execution, bool, error) {
 	c.mu.Unlock()
 	locked = false
 	in.req.SetWriteDeadline(time.Now().Add(contextWriteTimeout))
-	_, err := in.req.Write(frame)
+	_, err = in.req.Write(frame)
 	in.req.SetWriteDeadline(time.Time{})
 	if err != nil {
 		c.mu.Lock()
