@@ -110,28 +110,24 @@ func (s *Server) createWatch(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusCreated, watchInfo(h))
 }
 
+// openWatch resolves rel as the files API does (resolveFile: symlinks
+// followed, `..` applied, a result outside the base dir 403) and watches
+// the resolved directory: the watch's path is where rel resolves.
 func (s *Server) openWatch(rel string, recursive bool) (*watch.Handle, error) {
-	if err := checkWatchPath(rel); err != nil {
+	in, err := s.resolveFile(rel)
+	if err != nil {
 		return nil, err
 	}
+	in.Root.Close()
 	wm, err := s.watches()
 	if err != nil {
 		return nil, err
 	}
-	h, err := wm.Create(rel, recursive)
+	h, err := wm.Create(in.Rel, recursive)
 	if err != nil {
 		return nil, s.watchError(err, rel)
 	}
 	return h, nil
-}
-
-func checkWatchPath(rel string) error {
-	for i := 0; i < len(rel); i++ {
-		if rel[i] == 0 {
-			return badRequest("the path contains a NUL byte")
-		}
-	}
-	return nil
 }
 
 // listWatches is GET /v1/watches.

@@ -194,7 +194,10 @@ func (b *Budget) Used() int {
 // Open starts watching rel (relative to base) below root, whose path is
 // base. root stays the caller's; the watch uses it until Close.
 func Open(root *os.Root, base, rel string, recursive bool, lim Limits, budget *Budget) (*Watch, error) {
-	rel = cleanRel(rel)
+	rel, err := cleanRel(rel)
+	if err != nil {
+		return nil, err
+	}
 	fd, err := unix.InotifyInit1(unix.IN_NONBLOCK | unix.IN_CLOEXEC)
 	if err != nil {
 		return nil, fmt.Errorf("watch: inotify_init1: %w", err)
@@ -220,9 +223,19 @@ func Open(root *os.Root, base, rel string, recursive bool, lim Limits, budget *B
 	return w, nil
 }
 
-func cleanRel(rel string) string {
-	rel = path.Clean("/" + rel)[1:]
-	return rel
+// cleanRel cleans rel (leading slashes ignored; "" and "." are the base).
+// A `..` that leaves the base is ErrOutside: it is not clamped to the base.
+// (Callers that follow symlinks first, as the API does, pass a path with
+// no `..` left.)
+func cleanRel(rel string) (string, error) {
+	rel = path.Clean(strings.TrimLeft(rel, "/"))
+	if rel == ".." || strings.HasPrefix(rel, "../") {
+		return "", ErrOutside
+	}
+	if rel == "." {
+		rel = ""
+	}
+	return rel, nil
 }
 
 // release frees the descriptors and the budget; the reader has stopped.
