@@ -76,6 +76,8 @@ func (s *Server) watchError(err error, rel string) error {
 		return &httpError{kind: errTooManyWatches, msg: fmt.Sprintf("too many watches (at most %d at once): delete one first", watch.DefaultMaxWatches)}
 	case errors.Is(err, watch.ErrClosed):
 		return runtime.ErrShuttingDown
+	case errors.Is(err, watch.ErrNotDir):
+		return badRequest(fmt.Sprintf("%q is not a directory: a watch watches a directory (watch its parent for changes to a file)", rel))
 	case errors.Is(err, watch.ErrOutside):
 		return &httpError{kind: errForbidden, msg: fmt.Sprintf("%q is outside the base directory", rel)}
 	}

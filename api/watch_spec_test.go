@@ -20,6 +20,9 @@ func specScenarioWatch(t *testing.T, c *specClient, ts *testServer) {
 	}
 	c.do(t, specReq{method: "POST", path: "/v1/watches", json: map[string]any{"path": "w", "bogus": 1}, want: 400, specRejects: true})
 	c.do(t, specReq{method: "POST", path: "/v1/watches", json: map[string]any{"path": "nope"}, want: 404})
+	os.WriteFile(filepath.Join(ts.BaseDir, "wf"), nil, 0o644)
+	c.do(t, specReq{method: "POST", path: "/v1/watches", json: map[string]any{"path": "wf"}, want: 400})
+	c.do(t, specReq{method: "POST", path: "/v1/watches", json: map[string]any{"path": "w/../.."}, want: 403})
 	c.do(t, specReq{method: "GET", path: "/v1/watches", want: 200})
 	c.do(t, specReq{method: "GET", path: "/v1/watches/" + info.ID, want: 200})
 	c.do(t, specReq{method: "GET", path: "/v1/watches/nope", want: 404})

@@ -95,6 +95,11 @@ func (l Limits) withDefaults() Limits {
 // the base dir.
 var ErrOutside = errors.New("watch: the path is outside the base directory")
 
+// ErrNotDir is returned when the path to watch is not a directory (a
+// regular file, a device…): a watch watches a directory, whose entries
+// include the file.
+var ErrNotDir = errors.New("watch: not a directory")
+
 const mask = unix.IN_CREATE | unix.IN_DELETE | unix.IN_MODIFY | unix.IN_CLOSE_WRITE |
 	unix.IN_MOVED_FROM | unix.IN_MOVED_TO | unix.IN_ATTRIB | unix.IN_DELETE_SELF |
 	unix.IN_MOVE_SELF | unix.IN_DONT_FOLLOW | unix.IN_ONLYDIR | unix.IN_EXCL_UNLINK
@@ -307,6 +312,9 @@ func (w *Watch) addDir(rel string, scan bool) error {
 		return err
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		if len(w.dirs) == 0 && rel == w.rel {
+			return ErrNotDir // the path asked for: a watch watches a directory
+		}
 		return &fs.PathError{Op: "watch", Path: rel, Err: unix.ENOTDIR}
 	}
 	if len(w.dirs) >= w.lim.MaxDirs || !w.budget.take() {

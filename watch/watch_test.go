@@ -556,3 +556,17 @@ func TestDotDotOutside(t *testing.T) {
 	}
 	w.Close()
 }
+
+// TestNotDir: a path that is a regular file is ErrNotDir (the API's 400),
+// one that does not exist is not.
+func TestNotDir(t *testing.T) {
+	base := t.TempDir()
+	os.WriteFile(filepath.Join(base, "f"), nil, 0o644)
+	root := openRoot(t, base)
+	if _, err := Open(root, base, "f", false, Limits{}, nil); err != ErrNotDir {
+		t.Errorf("Open(f): %v, want ErrNotDir", err)
+	}
+	if _, err := Open(root, base, "nope", false, Limits{}, nil); err == nil || err == ErrNotDir {
+		t.Errorf("Open(nope): %v, want a not-exist error", err)
+	}
+}
