@@ -7,10 +7,12 @@ import (
 	"net/http"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/gorilla/websocket"
 
 	"github.com/sandbox-runtime/sandbox-runtime/httpx"
+	"github.com/sandbox-runtime/sandbox-runtime/pycompat"
 	"github.com/sandbox-runtime/sandbox-runtime/runtime"
 	"github.com/sandbox-runtime/sandbox-runtime/watch"
 	"github.com/sandbox-runtime/sandbox-runtime/wire"
@@ -85,8 +87,18 @@ func (s *Server) watchError(err error, rel string) error {
 }
 
 func watchInfo(h *watch.Handle) wire.WatchInfo {
-	return wire.WatchInfo{ID: h.ID, Path: h.Path(), Recursive: h.Recursive(), CreatedAt: h.Created,
+	return wire.WatchInfo{ID: h.ID, Path: h.Path(), EscapedPath: escapedPath(h.Path()), Recursive: h.Recursive(), CreatedAt: h.Created,
 		Dirs: h.Dirs(), Readers: h.Readers(), NextCursor: h.NextSeq()}
+}
+
+// escapedPath is escaped_path for p: "" when p is valid UTF-8, else its
+// exact bytes percent-encoded as a listing's escaped_name (pycompat.Quote,
+// which keeps the slashes).
+func escapedPath(p string) string {
+	if utf8.ValidString(p) {
+		return ""
+	}
+	return pycompat.Quote(p)
 }
 
 // createWatch is POST /v1/watches.
@@ -386,5 +398,7 @@ func (s *Server) streamWatchEvery(ctx context.Context, h *watch.Handle, cursor i
 
 func wireWatchEvent(e *watch.Event) wire.WatchEvent {
 	seq := e.Seq
-	return wire.WatchEvent{Type: e.Type, Seq: &seq, Path: e.Path, OldPath: e.OldPath, Dir: e.Dir, Reason: e.Reason, NextCursor: e.Seq + 1}
+	return wire.WatchEvent{Type: e.Type, Seq: &seq, Path: e.Path, OldPath: e.OldPath,
+		EscapedPath: escapedPath(e.Path), EscapedOldPath: escapedPath(e.OldPath),
+		Dir: e.Dir, Reason: e.Reason, NextCursor: e.Seq + 1}
 }

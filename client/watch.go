@@ -41,6 +41,8 @@ func (c *Client) DeleteWatch(ctx context.Context, id string) error {
 }
 
 // WatchFunc is called with each change and gap event of a watch, in order.
+// A path that is not valid UTF-8 arrives with U+FFFD in ev.Path and its
+// exact bytes in ev.ExactPath() (escaped_path; ExactOldPath for a rename).
 // An error stops FollowWatch; the event then counts as not processed.
 type WatchFunc func(ev *wire.WatchEvent) error
 

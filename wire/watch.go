@@ -1,6 +1,9 @@
 package wire
 
-import "time"
+import (
+	"net/url"
+	"time"
+)
 
 // FeatureWatch is announced by /v1/info when /v1/watches is served
 // (docs/watch.md).
@@ -39,6 +42,10 @@ type WatchInfo struct {
 	Dirs       int       `json:"dirs"`        // directories watched
 	Readers    int       `json:"readers"`     // open event streams
 	NextCursor int64     `json:"next_cursor"` // the sequence number of the next event
+
+	// EscapedPath is set only when Path is not valid UTF-8: its exact
+	// bytes percent-encoded, as escaped_name of a listing (FileEntry).
+	EscapedPath string `json:"escaped_path,omitempty"`
 }
 
 // WatchList is the answer of GET /v1/watches.
@@ -58,7 +65,37 @@ type WatchEvent struct {
 	Cursor        *int64 `json:"cursor,omitempty"`         // gap: the cursor asked for
 	DroppedEvents *int64 `json:"dropped_events,omitempty"` // gap
 	NextCursor    int64  `json:"next_cursor"`
+
+	// EscapedPath and EscapedOldPath are set only when Path or OldPath is
+	// not valid UTF-8 (JSON text then shows each invalid byte as U+FFFD, so
+	// two names can look alike): the exact bytes percent-encoded (every
+	// byte but A-Z a-z 0-9 _ . - ~ / as %XX), ready to append to a
+	// /v1/files/ URL path. ExactPath and ExactOldPath decode them.
+	EscapedPath    string `json:"escaped_path,omitempty"`
+	EscapedOldPath string `json:"escaped_old_path,omitempty"`
 }
 
 // Final reports whether e is the last event of a stream window.
 func (e *WatchEvent) Final() bool { return e.Type == EventEnd }
+
+// exact is the path escaped encodes, or p when escaped is "" (or, from a
+// broken peer, does not decode).
+func exact(p, escaped string) string {
+	if escaped == "" {
+		return p
+	}
+	if raw, err := url.PathUnescape(escaped); err == nil {
+		return raw
+	}
+	return p
+}
+
+// ExactPath is the entry's path as its exact bytes (escaped_path decoded
+// when set), for a name that is not valid UTF-8.
+func (e *WatchEvent) ExactPath() string { return exact(e.Path, e.EscapedPath) }
+
+// ExactOldPath is OldPath as its exact bytes (escaped_old_path decoded).
+func (e *WatchEvent) ExactOldPath() string { return exact(e.OldPath, e.EscapedOldPath) }
+
+// ExactPath is the watched dir's path as its exact bytes.
+func (w *WatchInfo) ExactPath() string { return exact(w.Path, w.EscapedPath) }
