@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -109,7 +110,17 @@ func (s *Server) createWatch(w http.ResponseWriter, r *http.Request) {
 	}
 	var b wire.WatchRequest
 	m, err := decodeJSON(r, &b, false)
-	if err == nil && !m.has("path") {
+	switch {
+	case err != nil:
+	case m.has("path") && m.has("escaped_path"):
+		err = badRequest(`give "path" or "escaped_path", not both`)
+	case m.has("escaped_path"):
+		// A name that is not valid UTF-8, percent-encoded (escaped_path
+		// of events and listings).
+		if b.Path, err = url.PathUnescape(b.EscapedPath); err != nil {
+			err = badRequest(fmt.Sprintf(`field "escaped_path": %v`, err))
+		}
+	case !m.has("path"):
 		err = badRequest(`field "path" is required ("" is the base dir)`)
 	}
 	if err != nil {

@@ -10,6 +10,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sandbox-runtime/sandbox-runtime/pycompat"
+	"github.com/sandbox-runtime/sandbox-runtime/wire"
 )
 
 // watchLines reads one window of a watch stream (follow=false) and returns
@@ -175,5 +178,58 @@ func TestWatchRegularFile(t *testing.T) {
 		if resp.StatusCode != http.StatusNotFound {
 			t.Errorf("POST %s: %d, want 404", p, resp.StatusCode)
 		}
+	}
+}
+
+// TestWatchEscapedRequestPath: a directory whose name is not valid UTF-8
+// can be watched: POST /v1/watches takes escaped_path (the form events and
+// listings give), the one-shot takes the percent-encoded URL path; both
+// paths at once, or an escaped_path that does not decode, are 400.
+func TestWatchEscapedRequestPath(t *testing.T) {
+	ts := newTestServer(t, nil)
+	os.Mkdir(filepath.Join(ts.BaseDir, "a\xff"), 0o755)
+	os.Mkdir(filepath.Join(ts.BaseDir, "a\xfe"), 0o755)
+	resp, info := postWatch(t, ts, `{"escaped_path":"a%FF"}`)
+	if resp.StatusCode != http.StatusCreated || info.EscapedPath != "a%FF" {
+		t.Fatalf("POST escaped_path a%%FF: %d %+v", resp.StatusCode, info)
+	}
+	os.WriteFile(filepath.Join(ts.BaseDir, "a\xfe", "no"), nil, 0o644)
+	os.WriteFile(filepath.Join(ts.BaseDir, "a\xff", "x"), nil, 0o644)
+	var lines []map[string]any
+	for end := time.Now().Add(10 * time.Second); len(lines) < 2; {
+		lines = watchLines(t, ts.URL+"/v1/watches/"+info.ID+"/events?follow=false")
+		if time.Now().After(end) {
+			t.Fatalf("no event: %v", lines)
+		}
+		if len(lines) < 2 {
+			time.Sleep(20 * time.Millisecond) // polling a condition with a bound
+		}
+	}
+	if lines[0]["escaped_path"] != "a%FF/x" {
+		t.Fatalf("first event %v, want escaped_path a%%FF/x (the a\\xff dir, not a\\xfe)", lines[0])
+	}
+	for _, body := range []string{`{"path":"a","escaped_path":"a%FF"}`, `{"escaped_path":"a%G1"}`} {
+		if resp, _ := postWatch(t, ts, body); resp.StatusCode != http.StatusBadRequest {
+			t.Errorf("POST %s: %d, want 400", body, resp.StatusCode)
+		}
+	}
+	if resp, _ := postWatch(t, ts, `{"escaped_path":"%2E%2E"}`); resp.StatusCode != http.StatusForbidden {
+		t.Errorf("POST escaped_path ..: %d, want 403", resp.StatusCode)
+	}
+}
+
+// TestWatchRequestEscapeIsQuote: the client's escaped_path (wire) is the
+// server's escaped form (pycompat.Quote) for every byte.
+func TestWatchRequestEscapeIsQuote(t *testing.T) {
+	var all []byte
+	for c := 1; c < 256; c++ {
+		all = append(all, byte(c))
+	}
+	p := "d/" + string(all)
+	if got, want := wire.NewWatchRequest(p, false).EscapedPath, pycompat.Quote(p); got != want {
+		t.Fatalf("wire %q, pycompat.Quote %q", got, want)
+	}
+	if r := wire.NewWatchRequest("d/é", false); r.Path != "d/é" || r.EscapedPath != "" {
+		t.Fatalf("a UTF-8 path: %+v", r)
 	}
 }

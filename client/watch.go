@@ -18,7 +18,7 @@ import (
 
 // CreateWatch starts a watch of path (relative to the base dir).
 func (c *Client) CreateWatch(ctx context.Context, path string, recursive bool) (*wire.WatchInfo, error) {
-	body, _ := json.Marshal(wire.WatchRequest{Path: path, Recursive: recursive})
+	body, _ := json.Marshal(wire.NewWatchRequest(path, recursive)) // escaped_path for a name that is not UTF-8
 	var out wire.WatchInfo
 	if err := c.do(ctx, request{method: "POST", path: "/v1/watches", body: body}, &out); err != nil {
 		return nil, err

@@ -3,6 +3,7 @@ package wire
 import (
 	"net/url"
 	"time"
+	"unicode/utf8"
 )
 
 // FeatureWatch is announced by /v1/info when /v1/watches is served
@@ -30,6 +31,36 @@ const EndWatchEnded = "watch_ended"
 type WatchRequest struct {
 	Path      string `json:"path"`
 	Recursive bool   `json:"recursive,omitempty"`
+
+	// EscapedPath, instead of Path, names a directory whose name is not
+	// valid UTF-8 (JSON cannot carry its bytes): percent-encoded, as the
+	// escaped_path of events. NewWatchRequest sets whichever fits.
+	EscapedPath string `json:"escaped_path,omitempty"`
+}
+
+// NewWatchRequest is the request to watch path: Path when it is valid
+// UTF-8, else EscapedPath.
+func NewWatchRequest(path string, recursive bool) WatchRequest {
+	if utf8.ValidString(path) {
+		return WatchRequest{Path: path, Recursive: recursive}
+	}
+	return WatchRequest{EscapedPath: escape(path), Recursive: recursive}
+}
+
+// escape percent-encodes p's bytes but A-Z a-z 0-9 _ . - ~ / (what
+// escaped_path holds; the server's encoder is pycompat.Quote).
+func escape(p string) string {
+	const hex = "0123456789ABCDEF"
+	b := make([]byte, 0, 3*len(p))
+	for i := 0; i < len(p); i++ {
+		switch c := p[i]; {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '_', c == '.', c == '-', c == '~', c == '/':
+			b = append(b, c)
+		default:
+			b = append(b, '%', hex[c>>4], hex[c&15])
+		}
+	}
+	return string(b)
 }
 
 // WatchInfo describes a watch: the answer of POST /v1/watches and an entry
