@@ -112,7 +112,7 @@ func (s *Server) createWatch(w http.ResponseWriter, r *http.Request) {
 	m, err := decodeJSON(r, &b, false)
 	switch {
 	case err != nil:
-	case m.has("path") && m.has("escaped_path"):
+	case b.Path != "" && m.has("escaped_path"):
 		err = badRequest(`give "path" or "escaped_path", not both`)
 	case m.has("escaped_path"):
 		// A name that is not valid UTF-8, percent-encoded (escaped_path

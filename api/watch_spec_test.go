@@ -21,7 +21,7 @@ func specScenarioWatch(t *testing.T, c *specClient, ts *testServer) {
 	c.do(t, specReq{method: "POST", path: "/v1/watches", json: map[string]any{"path": "w", "bogus": 1}, want: 400, specRejects: true})
 	c.do(t, specReq{method: "POST", path: "/v1/watches", json: map[string]any{"path": "nope"}, want: 404})
 	os.Mkdir(filepath.Join(ts.BaseDir, "w\xff"), 0o755)
-	r = c.do(t, specReq{method: "POST", path: "/v1/watches", json: map[string]any{"escaped_path": "w%FF"}, want: 201})
+	r = c.do(t, specReq{method: "POST", path: "/v1/watches", json: map[string]any{"path": "", "escaped_path": "w%FF"}, want: 201})
 	var esc struct {
 		ID          string `json:"id"`
 		EscapedPath string `json:"escaped_path"`

@@ -87,3 +87,48 @@ func TestWatchCLINonUTF8(t *testing.T) {
 		}
 	})
 }
+
+// TestWatchCLINonUTF8Dir: the CLI watches a directory whose name is not
+// valid UTF-8 (the client sends escaped_path) and prints its events quoted.
+func TestWatchCLINonUTF8Dir(t *testing.T) {
+	base := t.TempDir()
+	d := filepath.Join(base, "a\xff")
+	os.Mkdir(d, 0o755)
+	os.Mkdir(filepath.Join(base, "a\xfe"), 0o755)
+	dm := daemontest.StartT(t, daemontest.Options{Bin: daemonBin, BaseDir: base,
+		LogPath: filepath.Join(t.TempDir(), "daemon.log"), CheckLeaks: true})
+	type result struct {
+		code           int
+		stdout, stderr string
+	}
+	done := make(chan result, 1)
+	go func() {
+		code, out, errOut := runOut(t, dm.URL, "watch", "--count", "1", "a\xff")
+		done <- result{code, out, errOut}
+	}()
+	c, err := client.New(dm.URL, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for end := time.Now().Add(20 * time.Second); ; {
+		ws, err := c.Watches(context.Background())
+		if err == nil && len(ws) == 1 {
+			break
+		}
+		select {
+		case r := <-done:
+			t.Fatalf("the CLI ended before its watch was seen: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+		default:
+		}
+		if time.Now().After(end) {
+			t.Fatalf("the CLI made no watch: %v %v", ws, err)
+		}
+		time.Sleep(10 * time.Millisecond) // polling a condition with a bound
+	}
+	os.WriteFile(filepath.Join(base, "a\xfe", "no"), nil, 0o644)
+	os.WriteFile(filepath.Join(d, "x"), nil, 0o644)
+	r := <-done
+	if r.code != 0 || r.stdout != "create \"a\\xff/x\"\n" || !strings.Contains(r.stderr, `watching "/a\xff"`) {
+		t.Fatalf("exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+}

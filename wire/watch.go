@@ -34,7 +34,8 @@ type WatchRequest struct {
 
 	// EscapedPath, instead of Path, names a directory whose name is not
 	// valid UTF-8 (JSON cannot carry its bytes): percent-encoded, as the
-	// escaped_path of events. NewWatchRequest sets whichever fits.
+	// escaped_path of events (Path then "" or absent). NewWatchRequest
+	// sets whichever fits.
 	EscapedPath string `json:"escaped_path,omitempty"`
 }
 
