@@ -140,6 +140,13 @@ func TestWatchPathOutsideBase(t *testing.T) {
 	if resp.StatusCode != http.StatusCreated || info.Path != "r" {
 		t.Fatalf("a .. inside the base: %d %+v, want 201 watching r", resp.StatusCode, info)
 	}
+	// A symlink inside the base is followed as /v1/files follows it: the
+	// watch is of its target, and says so.
+	os.Symlink("d/e", filepath.Join(ts.BaseDir, "l"))
+	resp, info = postWatch(t, ts, `{"path":"l"}`)
+	if resp.StatusCode != http.StatusCreated || info.Path != "d/e" {
+		t.Fatalf("a symlink to d/e: %d %+v, want 201 watching d/e", resp.StatusCode, info)
+	}
 }
 
 // TestWatchRegularFile: watching a regular file is 400 invalid_request
