@@ -5,12 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/gorilla/websocket"
 
 	"github.com/sandbox-runtime/sandbox-runtime/httpx"
+	"github.com/sandbox-runtime/sandbox-runtime/pycompat"
 	"github.com/sandbox-runtime/sandbox-runtime/runtime"
 	"github.com/sandbox-runtime/sandbox-runtime/watch"
 	"github.com/sandbox-runtime/sandbox-runtime/wire"
@@ -76,6 +79,8 @@ func (s *Server) watchError(err error, rel string) error {
 		return &httpError{kind: errTooManyWatches, msg: fmt.Sprintf("too many watches (at most %d at once): delete one first", watch.DefaultMaxWatches)}
 	case errors.Is(err, watch.ErrClosed):
 		return runtime.ErrShuttingDown
+	case errors.Is(err, watch.ErrNotDir):
+		return badRequest(fmt.Sprintf("%q is not a directory: a watch watches a directory (watch its parent for changes to a file)", rel))
 	case errors.Is(err, watch.ErrOutside):
 		return &httpError{kind: errForbidden, msg: fmt.Sprintf("%q is outside the base directory", rel)}
 	}
@@ -83,8 +88,18 @@ func (s *Server) watchError(err error, rel string) error {
 }
 
 func watchInfo(h *watch.Handle) wire.WatchInfo {
-	return wire.WatchInfo{ID: h.ID, Path: h.Path(), Recursive: h.Recursive(), CreatedAt: h.Created,
+	return wire.WatchInfo{ID: h.ID, Path: h.Path(), EscapedPath: escapedPath(h.Path()), Recursive: h.Recursive(), CreatedAt: h.Created,
 		Dirs: h.Dirs(), Readers: h.Readers(), NextCursor: h.NextSeq()}
+}
+
+// escapedPath is escaped_path for p: "" when p is valid UTF-8, else its
+// exact bytes percent-encoded as a listing's escaped_name (pycompat.Quote,
+// which keeps the slashes).
+func escapedPath(p string) string {
+	if utf8.ValidString(p) {
+		return ""
+	}
+	return pycompat.Quote(p)
 }
 
 // createWatch is POST /v1/watches.
@@ -95,7 +110,17 @@ func (s *Server) createWatch(w http.ResponseWriter, r *http.Request) {
 	}
 	var b wire.WatchRequest
 	m, err := decodeJSON(r, &b, false)
-	if err == nil && !m.has("path") {
+	switch {
+	case err != nil:
+	case b.Path != "" && m.has("escaped_path"):
+		err = badRequest(`give "path" or "escaped_path", not both`)
+	case m.has("escaped_path"):
+		// A name that is not valid UTF-8, percent-encoded (escaped_path
+		// of events and listings).
+		if b.Path, err = url.PathUnescape(b.EscapedPath); err != nil {
+			err = badRequest(fmt.Sprintf(`field "escaped_path": %v`, err))
+		}
+	case !m.has("path"):
 		err = badRequest(`field "path" is required ("" is the base dir)`)
 	}
 	if err != nil {
@@ -110,28 +135,24 @@ func (s *Server) createWatch(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusCreated, watchInfo(h))
 }
 
+// openWatch resolves rel as the files API does (resolveFile: symlinks
+// followed, `..` applied, a result outside the base dir 403) and watches
+// the resolved directory: the watch's path is where rel resolves.
 func (s *Server) openWatch(rel string, recursive bool) (*watch.Handle, error) {
-	if err := checkWatchPath(rel); err != nil {
+	in, err := s.resolveFile(rel)
+	if err != nil {
 		return nil, err
 	}
+	in.Root.Close()
 	wm, err := s.watches()
 	if err != nil {
 		return nil, err
 	}
-	h, err := wm.Create(rel, recursive)
+	h, err := wm.Create(in.Rel, recursive)
 	if err != nil {
 		return nil, s.watchError(err, rel)
 	}
 	return h, nil
-}
-
-func checkWatchPath(rel string) error {
-	for i := 0; i < len(rel); i++ {
-		if rel[i] == 0 {
-			return badRequest("the path contains a NUL byte")
-		}
-	}
-	return nil
 }
 
 // listWatches is GET /v1/watches.
@@ -388,5 +409,7 @@ func (s *Server) streamWatchEvery(ctx context.Context, h *watch.Handle, cursor i
 
 func wireWatchEvent(e *watch.Event) wire.WatchEvent {
 	seq := e.Seq
-	return wire.WatchEvent{Type: e.Type, Seq: &seq, Path: e.Path, OldPath: e.OldPath, Dir: e.Dir, Reason: e.Reason, NextCursor: e.Seq + 1}
+	return wire.WatchEvent{Type: e.Type, Seq: &seq, Path: e.Path, OldPath: e.OldPath,
+		EscapedPath: escapedPath(e.Path), EscapedOldPath: escapedPath(e.OldPath),
+		Dir: e.Dir, Reason: e.Reason, NextCursor: e.Seq + 1}
 }

@@ -20,6 +20,19 @@ func specScenarioWatch(t *testing.T, c *specClient, ts *testServer) {
 	}
 	c.do(t, specReq{method: "POST", path: "/v1/watches", json: map[string]any{"path": "w", "bogus": 1}, want: 400, specRejects: true})
 	c.do(t, specReq{method: "POST", path: "/v1/watches", json: map[string]any{"path": "nope"}, want: 404})
+	os.Mkdir(filepath.Join(ts.BaseDir, "w\xff"), 0o755)
+	r = c.do(t, specReq{method: "POST", path: "/v1/watches", json: map[string]any{"path": "", "escaped_path": "w%FF"}, want: 201})
+	var esc struct {
+		ID          string `json:"id"`
+		EscapedPath string `json:"escaped_path"`
+	}
+	if err := json.Unmarshal(r.body, &esc); err != nil || esc.EscapedPath != "w%FF" {
+		t.Fatalf("create by escaped_path: %s (%v)", r.body, err)
+	}
+	c.do(t, specReq{method: "DELETE", path: "/v1/watches/" + esc.ID, want: 204})
+	os.WriteFile(filepath.Join(ts.BaseDir, "wf"), nil, 0o644)
+	c.do(t, specReq{method: "POST", path: "/v1/watches", json: map[string]any{"path": "wf"}, want: 400})
+	c.do(t, specReq{method: "POST", path: "/v1/watches", json: map[string]any{"path": "w/../.."}, want: 403})
 	c.do(t, specReq{method: "GET", path: "/v1/watches", want: 200})
 	c.do(t, specReq{method: "GET", path: "/v1/watches/" + info.ID, want: 200})
 	c.do(t, specReq{method: "GET", path: "/v1/watches/nope", want: 404})

@@ -7,8 +7,11 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/sandbox-runtime/sandbox-runtime/wire"
 )
@@ -58,7 +61,7 @@ func (w *watchRun) run() int {
 	}
 	w.id = info.ID
 	defer c.c.DeleteWatch(context.Background(), w.id)
-	fmt.Fprintf(c.stderr, "watching %q (watch %s, %d directories)\n", "/"+info.Path, info.ID, info.Dirs)
+	fmt.Fprintf(c.stderr, "watching %q (watch %s, %d directories)\n", "/"+info.ExactPath(), info.ID, info.Dirs)
 	_, err = c.c.FollowWatch(ctx, w.id, 0, w.print)
 	switch {
 	case err == nil, errors.Is(err, errEnough), ctx.Err() != nil:
@@ -80,9 +83,9 @@ func (w *watchRun) print(ev *wire.WatchEvent) error {
 	case ev.Type == wire.WatchOverflow:
 		line = fmt.Sprintf("overflow (%s): changes may have been missed; list the directory again", ev.Reason)
 	case ev.Type == wire.WatchRename:
-		line = fmt.Sprintf("rename %s -> %s", ev.OldPath, ev.Path)
+		line = fmt.Sprintf("rename %s -> %s", showPath(ev.ExactOldPath()), showPath(ev.ExactPath()))
 	default:
-		line = ev.Type + " " + ev.Path
+		line = ev.Type + " " + showPath(ev.ExactPath())
 		if ev.Dir {
 			line += "/"
 		}
@@ -97,4 +100,14 @@ func (w *watchRun) print(ev *wire.WatchEvent) error {
 		return errEnough
 	}
 	return nil
+}
+
+// showPath is p for a line of text: as it is, or Go-quoted when it is not
+// valid UTF-8 (then "a\xff" and "a\xfe" stay apart) or holds what a
+// terminal would act on (control characters, escape sequences).
+func showPath(p string) string {
+	if !utf8.ValidString(p) || strings.IndexFunc(p, func(r rune) bool { return !unicode.IsPrint(r) }) >= 0 {
+		return strconv.Quote(p)
+	}
+	return p
 }

@@ -18,7 +18,7 @@ import (
 
 // CreateWatch starts a watch of path (relative to the base dir).
 func (c *Client) CreateWatch(ctx context.Context, path string, recursive bool) (*wire.WatchInfo, error) {
-	body, _ := json.Marshal(wire.WatchRequest{Path: path, Recursive: recursive})
+	body, _ := json.Marshal(wire.NewWatchRequest(path, recursive)) // escaped_path for a name that is not UTF-8
 	var out wire.WatchInfo
 	if err := c.do(ctx, request{method: "POST", path: "/v1/watches", body: body}, &out); err != nil {
 		return nil, err
@@ -41,6 +41,8 @@ func (c *Client) DeleteWatch(ctx context.Context, id string) error {
 }
 
 // WatchFunc is called with each change and gap event of a watch, in order.
+// A path that is not valid UTF-8 arrives with U+FFFD in ev.Path and its
+// exact bytes in ev.ExactPath() (escaped_path; ExactOldPath for a rename).
 // An error stops FollowWatch; the event then counts as not processed.
 type WatchFunc func(ev *wire.WatchEvent) error
 

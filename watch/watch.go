@@ -95,6 +95,11 @@ func (l Limits) withDefaults() Limits {
 // the base dir.
 var ErrOutside = errors.New("watch: the path is outside the base directory")
 
+// ErrNotDir is returned when the path to watch is not a directory (a
+// regular file, a device…): a watch watches a directory, whose entries
+// include the file.
+var ErrNotDir = errors.New("watch: not a directory")
+
 const mask = unix.IN_CREATE | unix.IN_DELETE | unix.IN_MODIFY | unix.IN_CLOSE_WRITE |
 	unix.IN_MOVED_FROM | unix.IN_MOVED_TO | unix.IN_ATTRIB | unix.IN_DELETE_SELF |
 	unix.IN_MOVE_SELF | unix.IN_DONT_FOLLOW | unix.IN_ONLYDIR | unix.IN_EXCL_UNLINK
@@ -194,7 +199,10 @@ func (b *Budget) Used() int {
 // Open starts watching rel (relative to base) below root, whose path is
 // base. root stays the caller's; the watch uses it until Close.
 func Open(root *os.Root, base, rel string, recursive bool, lim Limits, budget *Budget) (*Watch, error) {
-	rel = cleanRel(rel)
+	rel, err := cleanRel(rel)
+	if err != nil {
+		return nil, err
+	}
 	fd, err := unix.InotifyInit1(unix.IN_NONBLOCK | unix.IN_CLOEXEC)
 	if err != nil {
 		return nil, fmt.Errorf("watch: inotify_init1: %w", err)
@@ -220,9 +228,19 @@ func Open(root *os.Root, base, rel string, recursive bool, lim Limits, budget *B
 	return w, nil
 }
 
-func cleanRel(rel string) string {
-	rel = path.Clean("/" + rel)[1:]
-	return rel
+// cleanRel cleans rel (leading slashes ignored; "" and "." are the base).
+// A `..` that leaves the base is ErrOutside: it is not clamped to the base.
+// (Callers that follow symlinks first, as the API does, pass a path with
+// no `..` left.)
+func cleanRel(rel string) (string, error) {
+	rel = path.Clean(strings.TrimLeft(rel, "/"))
+	if rel == ".." || strings.HasPrefix(rel, "../") {
+		return "", ErrOutside
+	}
+	if rel == "." {
+		rel = ""
+	}
+	return rel, nil
 }
 
 // release frees the descriptors and the budget; the reader has stopped.
@@ -294,6 +312,9 @@ func (w *Watch) addDir(rel string, scan bool) error {
 		return err
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		if len(w.dirs) == 0 && rel == w.rel {
+			return ErrNotDir // the path asked for: a watch watches a directory
+		}
 		return &fs.PathError{Op: "watch", Path: rel, Err: unix.ENOTDIR}
 	}
 	if len(w.dirs) >= w.lim.MaxDirs || !w.budget.take() {

@@ -443,8 +443,8 @@ func TestConfinedPath(t *testing.T) {
 	if _, err := m.Create("l", true); err != ErrOutside {
 		t.Fatalf("watching a symlink to outside: %v, want ErrOutside", err)
 	}
-	if _, err := m.Create("../", true); err != nil {
-		t.Fatalf("../ is the base itself (cleaned): %v", err)
+	if _, err := m.Create("", true); err != nil {
+		t.Fatalf("the base: %v", err)
 	}
 	if _, err := m.Create("", true); err != ErrTooMany {
 		t.Fatalf("a second watch over MaxWatches 1: %v, want ErrTooMany", err)
@@ -528,5 +528,45 @@ func TestEndedWatchForgotten(t *testing.T) {
 			t.Fatal("the ended watch is still listed")
 		}
 		time.Sleep(50 * time.Millisecond) // polling a condition with a bound
+	}
+}
+
+// TestDotDotOutside: a path whose `..` leaves the base is ErrOutside, not
+// the base (path.Clean("/"+rel) would make it so); a `..` that stays
+// inside is where it leads.
+func TestDotDotOutside(t *testing.T) {
+	base := t.TempDir()
+	os.MkdirAll(filepath.Join(base, "d", "e"), 0o755)
+	os.Mkdir(filepath.Join(base, "r"), 0o755)
+	root := openRoot(t, base)
+	for _, rel := range []string{"..", "../", "/..", "d/../../r", "d/e/../../..", "./../" + filepath.Base(base)} {
+		w, err := Open(root, base, rel, false, Limits{}, nil)
+		if err == nil {
+			t.Errorf("Open(%q) watches %q, want ErrOutside", rel, w.Path())
+			w.Close()
+			continue
+		}
+		if err != ErrOutside {
+			t.Errorf("Open(%q): %v, want ErrOutside", rel, err)
+		}
+	}
+	w, err := Open(root, base, "d/e/../../r", false, Limits{}, nil)
+	if err != nil || w.Path() != "r" {
+		t.Fatalf("Open(d/e/../../r): %v, want a watch of r", err)
+	}
+	w.Close()
+}
+
+// TestNotDir: a path that is a regular file is ErrNotDir (the API's 400),
+// one that does not exist is not.
+func TestNotDir(t *testing.T) {
+	base := t.TempDir()
+	os.WriteFile(filepath.Join(base, "f"), nil, 0o644)
+	root := openRoot(t, base)
+	if _, err := Open(root, base, "f", false, Limits{}, nil); err != ErrNotDir {
+		t.Errorf("Open(f): %v, want ErrNotDir", err)
+	}
+	if _, err := Open(root, base, "nope", false, Limits{}, nil); err == nil || err == ErrNotDir {
+		t.Errorf("Open(nope): %v, want a not-exist error", err)
 	}
 }
