@@ -327,29 +327,9 @@ func (w *Watch) addDir(rel string, scan bool) error {
 	}
 	wd, err := unix.InotifyAddWatch(w.fd, full, mask)
 	first := len(w.dirs) == 0 && rel == w.rel // the watched dir itself: Open fails rather than watch nothing
-	if err != nil && first {
-		w.budget.give(1)
-		if err == unix.ENOTDIR || err == unix.ELOOP {
-			return ErrOutside // swapped for a symlink since it was opened
-		}
-		return &fs.PathError{Op: "watch", Path: rel, Err: err}
-	}
 	if err != nil {
 		w.budget.give(1)
-		if err == unix.ENOSPC { // fs.inotify.max_user_watches
-			w.overflow("watch_limit")
-			return nil
-		}
-		if err == unix.ENOENT {
-			return nil // gone since it was opened: its removal is reported by inotify
-		}
-		if err == unix.ENOTDIR || err == unix.ELOOP {
-			// Swapped for a symlink or a file since it was opened: not
-			// watched, and the client is told to re-list.
-			w.overflow("dir_changed")
-			return nil
-		}
-		return fmt.Errorf("watch: inotify_add_watch %q: %w", rel, err)
+		return w.addFailed(rel, first, err)
 	}
 	w32 := int32(wd)
 	if _, dup := w.dirs[w32]; dup {
@@ -378,12 +358,42 @@ func (w *Watch) addDir(rel string, scan bool) error {
 	if !scan && !w.recursive {
 		return nil
 	}
-	// List through the descriptor opened through the root: entries
-	// created before the watch landed are reported now, and, when
-	// recursive, subdirectories are watched.
+	w.scanDir(d, rel, scan)
+	return nil
+}
+
+// addFailed is what addDir answers when inotify_add_watch of rel failed
+// with err (first: rel is the watched dir itself, whose Open fails rather
+// than watch nothing). Called with mu held.
+func (w *Watch) addFailed(rel string, first bool, err error) error {
+	if first {
+		if err == unix.ENOTDIR || err == unix.ELOOP {
+			return ErrOutside // swapped for a symlink since it was opened
+		}
+		return &fs.PathError{Op: "watch", Path: rel, Err: err}
+	}
+	switch err {
+	case unix.ENOSPC: // fs.inotify.max_user_watches
+		w.overflow("watch_limit")
+		return nil
+	case unix.ENOENT:
+		return nil // gone since it was opened: its removal is reported by inotify
+	case unix.ENOTDIR, unix.ELOOP:
+		// Swapped for a symlink or a file since it was opened: not
+		// watched, and the client is told to re-list.
+		w.overflow("dir_changed")
+		return nil
+	}
+	return fmt.Errorf("watch: inotify_add_watch %q: %w", rel, err)
+}
+
+// scanDir lists rel through d, its descriptor opened through the root:
+// entries created before the watch landed are reported now (when scan),
+// and, when recursive, subdirectories are watched. Called with mu held.
+func (w *Watch) scanDir(d *os.File, rel string, scan bool) {
 	ents, err := d.ReadDir(-1)
 	if err != nil {
-		return nil
+		return
 	}
 	for _, e := range ents {
 		p := join(rel, e.Name())
@@ -393,12 +403,9 @@ func (w *Watch) addDir(rel string, scan bool) error {
 			w.append(Event{Type: Create, Path: p, Dir: isDir})
 		}
 		if isDir && w.recursive {
-			if err := w.addDir(p, scan); err != nil && err != ErrOutside {
-				continue
-			}
+			w.addDir(p, scan) // a subdirectory that cannot be watched is skipped, as before
 		}
 	}
-	return nil
 }
 
 // verify reports whether watch descriptor wd watches the inode of st, as
@@ -733,28 +740,80 @@ func (w *Watch) handle(b []byte) {
 			}
 			pendingFrom = nil
 		}
-		isDir := m&unix.IN_ISDIR != 0
-		p := join(d.rel, name)
-		switch {
-		case m&unix.IN_IGNORED != 0:
-			if d.rel == w.rel {
-				w.append(Event{Type: RemovedRoot, Path: w.rel})
-				w.ended = true
+		pendingFrom = w.apply(ev.Wd, d, m, ev.Cookie, join(d.rel, name))
+	}
+	// A MOVED_FROM last in this read may have its MOVED_TO in the next:
+	// it stays in moved until then or until the coalescing window ends
+	// (flush with all when poll times out).
+}
+
+// apply records one inotify event (mask m, cookie) of the directory d (its
+// watch wd) about the path p. mu is held. It answers the cookie of a
+// MOVED_FROM, whose MOVED_TO may come next; else nil.
+func (w *Watch) apply(wd int32, d *dir, m, cookie uint32, p string) *uint32 {
+	isDir := m&unix.IN_ISDIR != 0
+	switch {
+	case m&unix.IN_IGNORED != 0:
+		if d.rel == w.rel {
+			w.append(Event{Type: RemovedRoot, Path: w.rel})
+			w.ended = true
+		}
+		delete(w.byPath, d.rel)
+		delete(w.dirs, wd)
+		w.budget.give(1)
+	case m&(unix.IN_DELETE_SELF|unix.IN_MOVE_SELF) != 0:
+		if d.rel == w.rel {
+			w.append(Event{Type: RemovedRoot, Path: w.rel})
+			w.ended = true
+		}
+	case m&unix.IN_UNMOUNT != 0:
+		if d.rel == w.rel {
+			w.append(Event{Type: RemovedRoot, Path: w.rel})
+			w.ended = true
+		}
+	case m&unix.IN_CREATE != 0:
+		if _, dup := w.scanned[p]; dup {
+			delete(w.scanned, p)
+		} else {
+			w.append(Event{Type: Create, Path: p, Dir: isDir})
+		}
+		if isDir && w.recursive {
+			w.addDir(p, true)
+		}
+	case m&unix.IN_DELETE != 0:
+		delete(w.writes, p)
+		w.append(Event{Type: Remove, Path: p, Dir: isDir})
+	case m&unix.IN_MODIFY != 0:
+		if pw, held := w.writes[p]; held {
+			pw.dirty = true
+		} else {
+			w.append(Event{Type: Write, Path: p})
+			w.writes[p] = &pendingWrite{at: time.Now()}
+		}
+	case m&unix.IN_CLOSE_WRITE != 0:
+		if pw, held := w.writes[p]; held && pw.dirty {
+			w.append(Event{Type: Write, Path: p})
+			pw.dirty = false
+		}
+	case m&unix.IN_ATTRIB != 0:
+		w.append(Event{Type: Attrib, Path: p, Dir: isDir})
+	case m&unix.IN_MOVED_FROM != 0:
+		c := cookie
+		w.moved[c] = movedFrom{path: p, dir: isDir, at: time.Now()}
+		return &c
+	case m&unix.IN_MOVED_TO != 0:
+		mf, ok := w.moved[cookie]
+		if ok {
+			delete(w.moved, cookie)
+			w.append(Event{Type: Rename, Path: p, OldPath: mf.path, Dir: isDir})
+			if pw, held := w.writes[mf.path]; held {
+				delete(w.writes, mf.path)
+				w.writes[p] = pw
 			}
-			delete(w.byPath, d.rel)
-			delete(w.dirs, ev.Wd)
-			w.budget.give(1)
-		case m&(unix.IN_DELETE_SELF|unix.IN_MOVE_SELF) != 0:
-			if d.rel == w.rel {
-				w.append(Event{Type: RemovedRoot, Path: w.rel})
-				w.ended = true
+			if isDir {
+				w.renameTree(mf.path, p)
 			}
-		case m&unix.IN_UNMOUNT != 0:
-			if d.rel == w.rel {
-				w.append(Event{Type: RemovedRoot, Path: w.rel})
-				w.ended = true
-			}
-		case m&unix.IN_CREATE != 0:
+		} else {
 			if _, dup := w.scanned[p]; dup {
 				delete(w.scanned, p)
 			} else {
@@ -763,53 +822,7 @@ func (w *Watch) handle(b []byte) {
 			if isDir && w.recursive {
 				w.addDir(p, true)
 			}
-		case m&unix.IN_DELETE != 0:
-			delete(w.writes, p)
-			w.append(Event{Type: Remove, Path: p, Dir: isDir})
-		case m&unix.IN_MODIFY != 0:
-			if pw, held := w.writes[p]; held {
-				pw.dirty = true
-			} else {
-				w.append(Event{Type: Write, Path: p})
-				w.writes[p] = &pendingWrite{at: time.Now()}
-			}
-		case m&unix.IN_CLOSE_WRITE != 0:
-			if pw, held := w.writes[p]; held && pw.dirty {
-				w.append(Event{Type: Write, Path: p})
-				pw.dirty = false
-			}
-		case m&unix.IN_ATTRIB != 0:
-			w.append(Event{Type: Attrib, Path: p, Dir: isDir})
-		case m&unix.IN_MOVED_FROM != 0:
-			c := ev.Cookie
-			w.moved[c] = movedFrom{path: p, dir: isDir, at: time.Now()}
-			pendingFrom = &c
-		case m&unix.IN_MOVED_TO != 0:
-			mf, ok := w.moved[ev.Cookie]
-			if ok {
-				delete(w.moved, ev.Cookie)
-				pendingFrom = nil
-				w.append(Event{Type: Rename, Path: p, OldPath: mf.path, Dir: isDir})
-				if pw, held := w.writes[mf.path]; held {
-					delete(w.writes, mf.path)
-					w.writes[p] = pw
-				}
-				if isDir {
-					w.renameTree(mf.path, p)
-				}
-			} else {
-				if _, dup := w.scanned[p]; dup {
-					delete(w.scanned, p)
-				} else {
-					w.append(Event{Type: Create, Path: p, Dir: isDir})
-				}
-				if isDir && w.recursive {
-					w.addDir(p, true)
-				}
-			}
 		}
 	}
-	// A MOVED_FROM last in this read may have its MOVED_TO in the next:
-	// it stays in moved until then or until the coalescing window ends
-	// (flush with all when poll times out).
+	return nil
 }
