@@ -22,9 +22,17 @@ import (
 // bounds), or as WebSocket text frames when the request is an upgrade (the
 // writer, pings and shutdown of an attachment, attach.go).
 
-// feedBatch is how many events one read of the log copies out: with the
-// sink's 64 KiB flush size, what a stream holds stays small.
-const feedBatch = 256
+// What one feed stream holds (protocol.md §4 "The event feed": the cost
+// of a subscriber that does not read). feedBatch is how many events one
+// read of the log copies out (about 1 KiB each while held, 410 bytes as a
+// line); the NDJSON lines are written once they reach feedFlushSize, and a
+// write blocked on a client that does not read (the connection's unsent
+// bound, limitUnsent) stops the encoding. Output streams' 64 KiB flushes
+// and a batch of 256 made each unread subscriber hold about 300 KiB.
+const (
+	feedBatch     = 16
+	feedFlushSize = 4 << 10
+)
 
 // feedEvent is one line of the feed.
 type feedEvent = wire.FeedEvent
@@ -106,6 +114,16 @@ type feedNDJSON struct {
 	*ndjsonSink
 	m      *runtime.Manager
 	shared bool
+}
+
+// event adds one line, written once the lines held reach feedFlushSize.
+func (f feedNDJSON) event(obj []byte) error {
+	f.buf = append(f.buf, obj...)
+	f.buf = append(f.buf, '\n')
+	if len(f.buf) >= feedFlushSize {
+		return f.flush()
+	}
+	return nil
 }
 
 func (f feedNDJSON) flush() error {

@@ -22,9 +22,10 @@ import (
 // than an append under the log's own mutex, which nests inside m.mu and
 // c.mu is never held with it.
 
-// EventLogSize is how many events the feed retains: at about 120 bytes
-// each, at most about 1 MiB, and the last 2,000 or more commands' events
-// (a command makes 3 or 4).
+// EventLogSize is how many events the feed retains: 128 bytes each
+// (logEvent), 1 MiB in all, and the last 2,000 or more commands' events
+// (a command makes 3 or 4). As lines they are 155–410 bytes: a full
+// replay is about 2 MB.
 const EventLogSize = 8192
 
 // ErrStaleCursor: a feed cursor of another daemon incarnation (its instance
