@@ -192,29 +192,29 @@ func (s *Server) streamFeed(ctx context.Context, feed *runtime.EventFeed, o stre
 			default:
 			}
 		}
+		if closing == wire.EndShuttingDown {
+			// What was logged before shutdown goes out before the end
+			// line: after the restart its cursor is stale, and an event
+			// skipped here (the exited of a command shutdown killed) would
+			// be lost. Up to the head of now, so a flood cannot extend
+			// it; a client that does not read is cut by the shutdown
+			// grace of its writes.
+			head := s.m.EventHead().Seq
+			for feed.Cursor().Seq < head && !feed.CaughtUp() {
+				if _, err := s.feedBatchOut(feed, &evs, &line, sink); err != nil {
+					return err
+				}
+			}
+		}
 		if closing != "" {
 			return feedLine(sink, &line, feedEvent{Type: wire.FeedEnd, Reason: closing, NextCursor: feed.Cursor().String()}, true)
 		}
 		notify := feed.Notify()
-		res := feed.Read(evs[:0], feedBatch)
-		evs = res.Events
-		if res.Dropped > 0 {
-			dropped := res.Dropped
-			gap := feedEvent{Type: wire.FeedGap, Cursor: res.GapFrom.String(), DroppedEvents: &dropped,
-				NextCursor: wire.FeedCursor{Instance: res.GapFrom.Instance, Seq: res.GapFrom.Seq + dropped}.String()}
-			if err := feedLine(sink, &line, gap, false); err != nil {
-				return err
-			}
+		res, err := s.feedBatchOut(feed, &evs, &line, sink)
+		if err != nil {
+			return err
 		}
-		for i := range evs {
-			if err := feedLine(sink, &line, evs[i], false); err != nil {
-				return err
-			}
-		}
-		if len(evs) > 0 || res.Dropped > 0 {
-			if err := sink.flush(); err != nil {
-				return err
-			}
+		if len(res.Events) > 0 || res.Dropped > 0 {
 			if hb != nil {
 				hb.Reset(o.heartbeatEvery)
 			}
@@ -248,6 +248,30 @@ func (s *Server) streamFeed(ctx context.Context, feed *runtime.EventFeed, o stre
 			return ctx.Err()
 		}
 	}
+}
+
+// feedBatchOut reads the next batch of feed and sends it to sink (a `gap`
+// first when the reader fell behind the log), flushed.
+func (s *Server) feedBatchOut(feed *runtime.EventFeed, evs *[]wire.FeedEvent, line *[]byte, sink eventSink) (runtime.EventRead, error) {
+	res := feed.Read((*evs)[:0], feedBatch)
+	*evs = res.Events
+	if res.Dropped > 0 {
+		dropped := res.Dropped
+		gap := feedEvent{Type: wire.FeedGap, Cursor: res.GapFrom.String(), DroppedEvents: &dropped,
+			NextCursor: wire.FeedCursor{Instance: res.GapFrom.Instance, Seq: res.GapFrom.Seq + dropped}.String()}
+		if err := feedLine(sink, line, gap, false); err != nil {
+			return res, err
+		}
+	}
+	for i := range res.Events {
+		if err := feedLine(sink, line, res.Events[i], false); err != nil {
+			return res, err
+		}
+	}
+	if len(res.Events) > 0 || res.Dropped > 0 {
+		return res, sink.flush()
+	}
+	return res, nil
 }
 
 // feedLine encodes e into *line and hands it to sink, flushing when asked.
