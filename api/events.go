@@ -22,9 +22,17 @@ import (
 // bounds), or as WebSocket text frames when the request is an upgrade (the
 // writer, pings and shutdown of an attachment, attach.go).
 
-// feedBatch is how many events one read of the log copies out: with the
-// sink's 64 KiB flush size, what a stream holds stays small.
-const feedBatch = 256
+// What one feed stream holds (protocol.md §4 "The event feed": the cost
+// of a subscriber that does not read). feedBatch is how many events one
+// read of the log copies out (about 1 KiB each while held, 410 bytes as a
+// line); the NDJSON lines are written once they reach feedFlushSize, and a
+// write blocked on a client that does not read (the connection's unsent
+// bound, limitUnsent) stops the encoding. Output streams' 64 KiB flushes
+// and a batch of 256 made each unread subscriber hold about 300 KiB.
+const (
+	feedBatch     = 16
+	feedFlushSize = 4 << 10
+)
 
 // feedEvent is one line of the feed.
 type feedEvent = wire.FeedEvent
@@ -108,6 +116,16 @@ type feedNDJSON struct {
 	shared bool
 }
 
+// event adds one line, written once the lines held reach feedFlushSize.
+func (f feedNDJSON) event(obj []byte) error {
+	f.buf = append(f.buf, obj...)
+	f.buf = append(f.buf, '\n')
+	if len(f.buf) >= feedFlushSize {
+		return f.flush()
+	}
+	return nil
+}
+
 func (f feedNDJSON) flush() error {
 	if !f.shared {
 		return f.ndjsonSink.flush()
@@ -174,29 +192,29 @@ func (s *Server) streamFeed(ctx context.Context, feed *runtime.EventFeed, o stre
 			default:
 			}
 		}
+		if closing == wire.EndShuttingDown {
+			// What was logged before shutdown goes out before the end
+			// line: after the restart its cursor is stale, and an event
+			// skipped here (the exited of a command shutdown killed) would
+			// be lost. Up to the head of now, so a flood cannot extend
+			// it; a client that does not read is cut by the shutdown
+			// grace of its writes.
+			head := s.m.EventHead().Seq
+			for feed.Cursor().Seq < head && !feed.CaughtUp() {
+				if _, err := s.feedBatchOut(feed, &evs, &line, sink); err != nil {
+					return err
+				}
+			}
+		}
 		if closing != "" {
 			return feedLine(sink, &line, feedEvent{Type: wire.FeedEnd, Reason: closing, NextCursor: feed.Cursor().String()}, true)
 		}
 		notify := feed.Notify()
-		res := feed.Read(evs[:0], feedBatch)
-		evs = res.Events
-		if res.Dropped > 0 {
-			dropped := res.Dropped
-			gap := feedEvent{Type: wire.FeedGap, Cursor: res.GapFrom.String(), DroppedEvents: &dropped,
-				NextCursor: wire.FeedCursor{Instance: res.GapFrom.Instance, Seq: res.GapFrom.Seq + dropped}.String()}
-			if err := feedLine(sink, &line, gap, false); err != nil {
-				return err
-			}
+		res, err := s.feedBatchOut(feed, &evs, &line, sink)
+		if err != nil {
+			return err
 		}
-		for i := range evs {
-			if err := feedLine(sink, &line, evs[i], false); err != nil {
-				return err
-			}
-		}
-		if len(evs) > 0 || res.Dropped > 0 {
-			if err := sink.flush(); err != nil {
-				return err
-			}
+		if len(res.Events) > 0 || res.Dropped > 0 {
 			if hb != nil {
 				hb.Reset(o.heartbeatEvery)
 			}
@@ -230,6 +248,30 @@ func (s *Server) streamFeed(ctx context.Context, feed *runtime.EventFeed, o stre
 			return ctx.Err()
 		}
 	}
+}
+
+// feedBatchOut reads the next batch of feed and sends it to sink (a `gap`
+// first when the reader fell behind the log), flushed.
+func (s *Server) feedBatchOut(feed *runtime.EventFeed, evs *[]wire.FeedEvent, line *[]byte, sink eventSink) (runtime.EventRead, error) {
+	res := feed.Read((*evs)[:0], feedBatch)
+	*evs = res.Events
+	if res.Dropped > 0 {
+		dropped := res.Dropped
+		gap := feedEvent{Type: wire.FeedGap, Cursor: res.GapFrom.String(), DroppedEvents: &dropped,
+			NextCursor: wire.FeedCursor{Instance: res.GapFrom.Instance, Seq: res.GapFrom.Seq + dropped}.String()}
+		if err := feedLine(sink, line, gap, false); err != nil {
+			return res, err
+		}
+	}
+	for i := range res.Events {
+		if err := feedLine(sink, line, res.Events[i], false); err != nil {
+			return res, err
+		}
+	}
+	if len(res.Events) > 0 || res.Dropped > 0 {
+		return res, sink.flush()
+	}
+	return res, nil
 }
 
 // feedLine encodes e into *line and hands it to sink, flushing when asked.

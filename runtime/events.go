@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/sandbox-runtime/sandbox-runtime/wire"
 )
@@ -22,9 +23,10 @@ import (
 // than an append under the log's own mutex, which nests inside m.mu and
 // c.mu is never held with it.
 
-// EventLogSize is how many events the feed retains: at about 120 bytes
-// each, at most about 1 MiB, and the last 2,000 or more commands' events
-// (a command makes 3 or 4).
+// EventLogSize is how many events the feed retains: 128 bytes each
+// (logEvent), 1 MiB in all, and the last 2,000 or more commands' events
+// (a command makes 3 or 4). As lines they are 155–410 bytes: a full
+// replay is about 2 MB.
 const EventLogSize = 8192
 
 // ErrStaleCursor: a feed cursor of another daemon incarnation (its instance
@@ -333,17 +335,33 @@ func (m *Manager) OpenEvents(cursor string, f EventFilter) (*EventFeed, error) {
 	default:
 		c, err := wire.ParseFeedCursor(cursor)
 		if err != nil {
-			return nil, errorf(ErrInvalid, "bad cursor %q: %v", cursor, err)
+			return nil, errorf(ErrInvalid, "bad cursor %q: %v", cursorEcho(cursor), err)
 		}
 		if c.Instance != l.instance {
-			return nil, errorf(ErrStaleCursor, "cursor %q is of another daemon instance (%s; this one is %s, started since): its events are gone; re-open without a cursor, and look up the commands you wait for", cursor, c.Instance, l.instance)
+			return nil, errorf(ErrStaleCursor, "cursor %q is of another daemon instance (%s; this one is %s, started since): its events are gone; re-open without a cursor, and look up the commands you wait for", cursorEcho(cursor), c.Instance, l.instance)
 		}
 		if c.Seq > l.next {
-			return nil, errorf(ErrInvalid, "cursor %q is beyond the newest event (next is %d)", cursor, l.next)
+			return nil, errorf(ErrInvalid, "cursor %q is beyond the newest event (next is %d)", cursorEcho(cursor), l.next)
 		}
 		r.next = c.Seq
 	}
 	return r, nil
+}
+
+// cursorEchoMax is how much of a refused cursor an error message quotes.
+const cursorEchoMax = 64
+
+// cursorEcho is cursor as an error message quotes it: its first
+// cursorEchoMax bytes (cut at a character boundary) and "…" if longer.
+func cursorEcho(cursor string) string {
+	if len(cursor) <= cursorEchoMax {
+		return cursor
+	}
+	n := cursorEchoMax
+	for n > 0 && !utf8.RuneStart(cursor[n]) {
+		n--
+	}
+	return cursor[:n] + "…"
 }
 
 // Cursor is where the reader is.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sandbox-runtime/sandbox-runtime/netports"
@@ -36,6 +37,11 @@ type portWatch struct {
 	stop     chan struct{}              // closed to stop the poller; nil when none runs
 	polled   chan struct{}              // closed (and replaced) after each poll
 	known    map[string][]wire.Listener // per running command: what the last poll saw
+
+	// What the polling costs (read by tests): polls done, and reads of a
+	// namespace's socket tables (the expensive part: BENCHMARKS.md), by
+	// the poller and by status reads alike.
+	polls, tableReads atomic.Int64
 }
 
 // WatchPorts keeps the port poller running until the returned function is
@@ -153,8 +159,9 @@ func (m *Manager) pollPortsOnce() int {
 			starting++
 		}
 	}
-	ns := newNSCache()
+	ns := m.newNSCache()
 	w := &m.ports
+	w.polls.Add(1)
 	w.mu.Lock()
 	old := w.known
 	w.mu.Unlock()
@@ -193,17 +200,23 @@ func (m *Manager) pollPortsOnce() int {
 }
 
 // nsCache reads each network namespace's socket tables once per poll.
-type nsCache map[string][]netports.Socket
+type nsCache struct {
+	tables map[string][]netports.Socket
+	reads  *atomic.Int64 // the Manager's count of table reads (portWatch.tableReads)
+}
 
-func newNSCache() nsCache { return nsCache{} }
+func (m *Manager) newNSCache() nsCache {
+	return nsCache{tables: map[string][]netports.Socket{}, reads: &m.ports.tableReads}
+}
 
 func (n nsCache) sockets(pid int) []netports.Socket {
 	key := netports.NetNS(pid)
-	if s, ok := n[key]; ok {
+	if s, ok := n.tables[key]; ok {
 		return s
 	}
+	n.reads.Add(1)
 	s, _ := netports.Namespace(pid) // a process gone meanwhile: none
-	n[key] = s
+	n.tables[key] = s
 	return s
 }
 
@@ -240,7 +253,7 @@ func (c *Command) listeners(ns nsCache) []wire.Listener {
 
 // Listeners returns the listening sockets of c's processes now: empty when
 // it holds none, nil when it is not running.
-func (c *Command) Listeners() []wire.Listener { return c.listeners(newNSCache()) }
+func (c *Command) Listeners() []wire.Listener { return c.listeners(c.m.newNSCache()) }
 
 // Ports returns every listening socket of the daemon's network namespace,
 // each with the running command whose processes hold it (nil: none).
@@ -301,9 +314,12 @@ func (c *Command) WaitPort(ctx context.Context, port int, d time.Duration) Statu
 	defer stop()
 	timer := time.NewTimer(d)
 	defer timer.Stop()
+	// The first look is a read of its own (a port already listening
+	// answers at once); after that every waiter takes the poller's result
+	// for c, so waiters together cost the one poll's reads.
+	polled := c.m.ports.polledChan()
+	ls := c.Listeners()
 	for {
-		polled := c.m.ports.polledChan()
-		ls := c.Listeners()
 		if slices.ContainsFunc(ls, func(l wire.Listener) bool { return l.Port == port }) {
 			st := c.Status()
 			st.Listeners, st.WaitPortResult = ls, wire.WaitPortListening
@@ -315,6 +331,8 @@ func (c *Command) WaitPort(ctx context.Context, port int, d time.Duration) Statu
 			st.WaitPortResult = wire.WaitPortEnded
 			return st
 		case <-polled:
+			polled = c.m.ports.polledChan()
+			ls = c.m.ports.polledListeners(c.id)
 		case <-timer.C:
 			st := c.Status()
 			st.Listeners, st.WaitPortResult = c.Listeners(), wire.WaitPortTimeout
@@ -325,6 +343,14 @@ func (c *Command) WaitPort(ctx context.Context, port int, d time.Duration) Statu
 			return st
 		}
 	}
+}
+
+// polledListeners is what the last poll saw of command id (nil when it
+// was not running then).
+func (w *portWatch) polledListeners(id string) []wire.Listener {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.known[id]
 }
 
 // isRunning reports whether c's process runs (started, not finished).

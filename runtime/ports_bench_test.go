@@ -71,22 +71,7 @@ func BenchmarkListenersBusyHost(b *testing.B) {
 	if err != nil {
 		b.Skip("python3 is not installed (a machine precondition)")
 	}
-	const extra = 3000
-	crowd := exec.Command("sh", "-c", "i=0; while [ $i -lt "+strconv.Itoa(extra)+" ]; do sleep 120 & i=$((i+1)); done; wait")
-	crowd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := crowd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	defer func() { syscall.Kill(-crowd.Process.Pid, syscall.SIGKILL); crowd.Wait() }()
-	for deadline := time.Now().Add(60 * time.Second); ; {
-		if n := len(groupPids(crowd.Process.Pid)); n >= extra {
-			break
-		}
-		if time.Now().After(deadline) {
-			b.Fatalf("the %d processes did not start", extra)
-		}
-		time.Sleep(20 * time.Millisecond) // polls a condition, bounded
-	}
+	defer startCrowd(b, 3000)()
 	m := newManager(b, nil)
 	port := freePort(b)
 	c := startServer(b, m, py, filepath.Join(b.TempDir(), "bound"), port)
@@ -110,6 +95,59 @@ func BenchmarkListenersBusyHost(b *testing.B) {
 	})
 	c.Kill(context.Background())
 	<-c.Done()
+}
+
+// startCrowd starts n sleeping processes in a process group of their own
+// (killed by the returned function, and with the benchmark by Pdeathsig).
+func startCrowd(b *testing.B, n int) (stop func()) {
+	crowd := exec.Command("sh", "-c", "i=0; while [ $i -lt "+strconv.Itoa(n)+" ]; do sleep 120 & i=$((i+1)); done; wait")
+	crowd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := crowd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	stop = func() { syscall.Kill(-crowd.Process.Pid, syscall.SIGKILL); crowd.Wait() }
+	for deadline := time.Now().Add(60 * time.Second); len(groupPids(crowd.Process.Pid)) < n; {
+		if time.Now().After(deadline) {
+			stop()
+			b.Fatalf("the %d processes did not start", n)
+		}
+		time.Sleep(20 * time.Millisecond) // polls a condition, bounded
+	}
+	return stop
+}
+
+// BenchmarkWaitPortBusyHostCPU: the CPU time (user + system, this process)
+// that wait_ports on a port nobody binds cost while they wait, with 3,000
+// more processes on the host: one waiter, then five (they share the poll).
+// Each iteration is a 2 s wait; -benchtime 3x.
+func BenchmarkWaitPortBusyHostCPU(b *testing.B) {
+	defer startCrowd(b, 3000)()
+	m := newManager(b, nil)
+	c := mustCreate(b, m, CreateRequest{Argv: []string{"sleep", "120"}})
+	defer func() { c.Kill(context.Background()); <-c.Done() }()
+	port := freePort(b)
+	cpu := func() time.Duration {
+		var ru syscall.Rusage
+		syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+		return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	}
+	for _, waiters := range []int{1, 5} {
+		b.Run(strconv.Itoa(waiters)+"-waiters", func(b *testing.B) {
+			var used, wall time.Duration
+			for b.Loop() {
+				c0, t0 := cpu(), time.Now()
+				done := make(chan struct{}, waiters)
+				for range waiters {
+					go func() { c.WaitPort(context.Background(), port, 2*time.Second); done <- struct{}{} }()
+				}
+				for range waiters {
+					<-done
+				}
+				used, wall = used+cpu()-c0, wall+time.Since(t0)
+			}
+			b.ReportMetric(100*used.Seconds()/wall.Seconds(), "%core")
+		})
+	}
 }
 
 func countProcs() int {
