@@ -161,22 +161,9 @@ func (s *Server) streamFeed(ctx context.Context, feed *runtime.EventFeed, o stre
 	)
 	window := time.NewTimer(o.window)
 	defer window.Stop()
-	// Heartbeats: at the default interval, which is the Manager's own
-	// timer period, they are timed by its ticks (a heartbeat at the first
-	// tick at least half an interval after the last line: 5–15 s of
-	// silence), so that an open feed adds no wake-up of its own to the
-	// idle daemon's one per 10 s. Any other interval has its own ticker.
-	var hb *time.Ticker
-	var hbC <-chan time.Time
-	var tickC <-chan struct{}
-	shared := o.heartbeatEvery == runtime.TickInterval
-	switch {
-	case shared:
-		tickC = s.m.Tick()
-	case o.heartbeatEvery > 0:
-		hb = time.NewTicker(o.heartbeatEvery)
+	hb, hbC, tickC := s.feedHeartbeats(o.heartbeatEvery)
+	if hb != nil {
 		defer hb.Stop()
-		hbC = hb.C
 	}
 	lastLine := time.Now()
 	closing := ""
@@ -193,17 +180,8 @@ func (s *Server) streamFeed(ctx context.Context, feed *runtime.EventFeed, o stre
 			}
 		}
 		if closing == wire.EndShuttingDown {
-			// What was logged before shutdown goes out before the end
-			// line: after the restart its cursor is stale, and an event
-			// skipped here (the exited of a command shutdown killed) would
-			// be lost. Up to the head of now, so a flood cannot extend
-			// it; a client that does not read is cut by the shutdown
-			// grace of its writes.
-			head := s.m.EventHead().Seq
-			for feed.Cursor().Seq < head && !feed.CaughtUp() {
-				if _, err := s.feedBatchOut(feed, &evs, &line, sink); err != nil {
-					return err
-				}
+			if err := s.feedDrain(feed, &evs, &line, sink); err != nil {
+				return err
 			}
 		}
 		if closing != "" {
@@ -248,6 +226,38 @@ func (s *Server) streamFeed(ctx context.Context, feed *runtime.EventFeed, o stre
 			return ctx.Err()
 		}
 	}
+}
+
+// feedHeartbeats are the timers of a feed's heartbeats. At the default
+// interval, which is the Manager's own timer period, they are timed by its
+// ticks (tickC: a heartbeat at the first tick at least half an interval
+// after the last line, 5–15 s of silence), so that an open feed adds no
+// wake-up of its own to the idle daemon's one per 10 s. Any other interval
+// has its own ticker (hb, hbC; the caller stops it).
+func (s *Server) feedHeartbeats(every time.Duration) (hb *time.Ticker, hbC <-chan time.Time, tickC <-chan struct{}) {
+	switch {
+	case every == runtime.TickInterval:
+		tickC = s.m.Tick()
+	case every > 0:
+		hb = time.NewTicker(every)
+		hbC = hb.C
+	}
+	return hb, hbC, tickC
+}
+
+// feedDrain sends what was logged before shutdown, before the end line:
+// after the restart its cursor is stale, and an event skipped here (the
+// exited of a command shutdown killed) would be lost. Up to the head of
+// now, so a flood cannot extend it; a client that does not read is cut by
+// the shutdown grace of its writes.
+func (s *Server) feedDrain(feed *runtime.EventFeed, evs *[]wire.FeedEvent, line *[]byte, sink eventSink) error {
+	head := s.m.EventHead().Seq
+	for feed.Cursor().Seq < head && !feed.CaughtUp() {
+		if _, err := s.feedBatchOut(feed, evs, line, sink); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // feedBatchOut reads the next batch of feed and sends it to sink (a `gap`
