@@ -420,111 +420,66 @@ func needsEscape8(x uint64) bool { return escapeMask8(x) != 0 }
 // unchanged and false (n is then meaningless). Where the whole of s fits it
 // is appendJSONText's text; the cut is where the encoded length would pass
 // budget.
-//
-// Plain bytes are stored eight at a time, the whole word each time, and j
-// advances over its plain prefix only (what follows is overwritten): no
-// copy call per run of plain bytes, which on program output (a tab or a
-// quote every few words) cost more than the scan itself.
 func appendJSONTextFit(dst, s []byte, budget int) (out []byte, n int, ok bool) {
 	if len(s)*6 <= budget { // no character encodes to more than 6 bytes per byte
 		out, ok = appendJSONText(dst, s)
 		return out, len(s), ok
 	}
 	orig := len(dst)
-	end := orig + budget // the text ends at or before end
-	buf := slices.Grow(dst, min(len(s)+len(s)/16, budget)+8)
-	buf = buf[:cap(buf)]
-	i, j := 0, orig
+	dst = slices.Grow(dst, min(len(s)+len(s)/16+8, budget))
+	// room is what is left of the budget once s[start:i] is copied.
+	room := func(start, i int) int { return budget - (len(dst) - orig) - (i - start) }
+	start, i := 0, 0
 	for {
-		// lim: where a word may still be stored (within the budget and buf).
-		for lim := min(end, len(buf)) - 8; i+8 <= len(s) && j <= lim; i, j = i+8, j+8 {
-			w := binary.LittleEndian.Uint64(s[i:])
-			binary.LittleEndian.PutUint64(buf[j:], w)
-			if m := escapeMask8(w); m != 0 {
-				k := bits.TrailingZeros64(m) >> 3
-				i, j = i+k, j+k
+		// Find the next byte that needs a look, within the budget.
+		for i+8 <= len(s) && room(start, i) >= 8 {
+			if m := escapeMask8(binary.LittleEndian.Uint64(s[i:])); m != 0 {
+				i += bits.TrailingZeros64(m) >> 3
 				goto look
 			}
+			i += 8
 		}
-		if i+8 <= len(s) && j+8 <= end { // buf is full, the budget is not: more escapes than the first guess
-			buf = slices.Grow(buf[:j], min(len(s)-i+(len(s)-i)/8, end-j)+8)
-			buf = buf[:cap(buf)]
-			continue
-		}
-		for i < len(s) && j < end && s[i] >= 0x20 && s[i] != '"' && s[i] != '\\' && s[i] < utf8.RuneSelf {
-			if j >= len(buf) {
-				buf = slices.Grow(buf[:j], 8)
-				buf = buf[:cap(buf)]
-			}
-			buf[j] = s[i]
-			i, j = i+1, j+1
+		for i < len(s) && room(start, i) >= 1 && s[i] >= 0x20 && s[i] != '"' && s[i] != '\\' && s[i] < utf8.RuneSelf {
+			i++
 		}
 	look:
 		if i >= len(s) {
-			return buf[:j], len(s), true
+			return append(dst, s[start:]...), len(s), true
 		}
 		b := s[i]
 		if b >= 0x20 && b != '"' && b != '\\' && b < utf8.RuneSelf {
-			return buf[:j], i, true // a plain byte that did not fit
+			// A plain byte that did not fit.
+			return append(dst, s[start:i]...), i, true
 		}
-		size, cost := 1, 0
-		var r rune
 		if b >= utf8.RuneSelf {
-			r, size = utf8.DecodeRune(s[i:])
+			r, size := utf8.DecodeRune(s[i:])
 			if r == utf8.RuneError && size == 1 {
 				return dst[:orig], 0, false
 			}
-			cost = size
+			cost := size
 			if r == '\u2028' || r == '\u2029' {
 				cost = 6
 			}
-		} else {
-			cost = escapeLen(b)
+			if room(start, i) < cost {
+				return append(dst, s[start:i]...), i, true
+			}
+			if cost == 6 {
+				dst = append(dst, s[start:i]...)
+				dst = append(dst, `\u202`...)
+				dst = append(dst, hexDigits[r&0xf])
+				start = i + size
+			}
+			i += size
+			continue
 		}
-		if end-j < cost {
-			return buf[:j], i, true
+		if room(start, i) < escapeLen(b) {
+			return append(dst, s[start:i]...), i, true
 		}
-		if j+6 > len(buf) {
-			buf = slices.Grow(buf[:j], 6+8)
-			buf = buf[:cap(buf)]
-		}
-		switch {
-		case b < utf8.RuneSelf:
-			j += putEscape(buf[j:j+6], b)
-		case cost == 6:
-			copy(buf[j:j+6], `\u202`)
-			buf[j+5] = hexDigits[r&0xf]
-			j += 6
-		default:
-			j += copy(buf[j:], s[i:i+size])
-		}
-		i += size
+		dst = append(dst, s[start:i]...)
+		dst = appendEscape(dst, b)
+		i++
+		start = i
 	}
-}
-
-// putEscape writes appendEscape's escape of b at the start of d and
-// returns its length.
-func putEscape(d []byte, b byte) int {
-	_ = d[5]
-	d[0] = '\\'
-	switch b {
-	case '"', '\\':
-		d[1] = b
-	case '\n':
-		d[1] = 'n'
-	case '\r':
-		d[1] = 'r'
-	case '\t':
-		d[1] = 't'
-	case '\b':
-		d[1] = 'b'
-	case '\f':
-		d[1] = 'f'
-	default:
-		d[1], d[2], d[3], d[4], d[5] = 'u', '0', '0', hexDigits[b>>4], hexDigits[b&0xf]
-		return 6
-	}
-	return 2
 }
 
 // appendEscape appends the JSON escape of the ASCII byte b ('"', '\\' or a
