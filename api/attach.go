@@ -177,17 +177,13 @@ func (s *Server) attach(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	release, ok := s.conns.admitAttach(requestConn(r.Context()))
+	ws, ok := s.openWebSocket(w, r, wsShape{readBuffer: 4 << 10, writeBuffer: 32 << 10, recvBuffer: true})
 	if !ok {
-		s.conns.refuseAttach(w)
-		return
+		return // refused or the upgrade failed: answered
 	}
-	defer release() // the connection stays counted until the attachment ends
-	pingPeriod, pongWait, writeWait := attachTimings(s.opts.HeartbeatInterval)
-	conn, ok := s.upgradeAttach(w, r, writeWait)
-	if !ok {
-		return // Upgrade has answered
-	}
+	defer ws.release() // the connection stays counted until the attachment ends
+	conn := ws.conn
+	pingPeriod, pongWait, writeWait := ws.pingPeriod, ws.pongWait, ws.writeWait
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	a := &attachment{
@@ -248,37 +244,6 @@ func (s *Server) attachable(w http.ResponseWriter, r *http.Request) (c *runtime.
 		return nil, 0, false
 	}
 	return c, cursor, true
-}
-
-// upgradeAttach upgrades r to a WebSocket with the attach route's buffers
-// and socket sizes; not ok when the upgrade failed (it has answered).
-func (s *Server) upgradeAttach(w http.ResponseWriter, r *http.Request, writeWait time.Duration) (*websocket.Conn, bool) {
-	up := websocket.Upgrader{
-		HandshakeTimeout: writeWait,
-		ReadBufferSize:   4 << 10,
-		WriteBufferSize:  32 << 10,
-		WriteBufferPool:  &attachWriteBuffers,
-		CheckOrigin:      s.origins.allows, // the middleware refused foreign origins already
-		Error:            upgradeError,
-	}
-	// The upgrade response is written by gorilla on the hijacked connection:
-	// carry the headers the middleware set.
-	hdr := http.Header{}
-	for _, k := range []string{"Sandbox-Runtime-Version", "X-Request-ID"} {
-		if v := w.Header().Get(k); v != "" {
-			hdr.Set(k, v)
-		}
-	}
-	conn, err := up.Upgrade(w, r, hdr)
-	if err != nil {
-		return nil, false
-	}
-	if tc, ok := conn.NetConn().(*net.TCPConn); ok {
-		tc.SetWriteBuffer(attachSendBuffer)
-		tc.SetReadBuffer(attachRecvBuffer)
-	}
-	limitUnsent(conn.NetConn(), streamUnsentLimit) // pings and the close frame do not wait behind a full buffer
-	return conn, true
 }
 
 // generate runs the event generator until the exit event (or the end of the
@@ -493,24 +458,7 @@ func (a *attachment) tooSlow() {
 func (a *attachment) readLoop() {
 	defer close(a.readDone)
 	defer a.feed.end()
-	a.conn.SetReadLimit(attachReadLimit)
-	a.conn.SetReadDeadline(time.Now().Add(a.pongWait))
-	a.conn.SetPongHandler(func(string) error {
-		return a.conn.SetReadDeadline(time.Now().Add(a.pongWait))
-	})
-	// Pongs and the close echo are written by the writer, not from here.
-	a.conn.SetPingHandler(func(data string) error {
-		a.control(wsFrame{kind: websocket.PongMessage, data: []byte(data)})
-		return nil
-	})
-	a.conn.SetCloseHandler(func(code int, _ string) error {
-		var msg []byte
-		if code != websocket.CloseNoStatusReceived {
-			msg = websocket.FormatCloseMessage(code, "")
-		}
-		a.control(wsFrame{kind: websocket.CloseMessage, data: msg})
-		return nil
-	})
+	a.readControls(attachReadLimit) // pongs and the close echo are written by the writer
 	for {
 		kind, data, err := a.conn.ReadMessage()
 		if err != nil {

@@ -3,7 +3,6 @@ package api
 import (
 	"context"
 	"errors"
-	"net"
 	"net/http"
 	"strings"
 	"time"
@@ -305,35 +304,13 @@ func (s *Server) eventsWebSocket(w http.ResponseWriter, r *http.Request, feed *r
 		fail(w, runtime.ErrShuttingDown)
 		return
 	}
-	release, ok := s.conns.admitAttach(requestConn(r.Context()))
+	ws, ok := s.openWebSocket(w, r, wsShape{readBuffer: 1 << 10, writeBuffer: 32 << 10})
 	if !ok {
-		s.conns.refuseAttach(w)
 		return
 	}
-	defer release()
-	pingPeriod, pongWait, writeWait := attachTimings(s.opts.HeartbeatInterval)
-	up := websocket.Upgrader{
-		HandshakeTimeout: writeWait,
-		ReadBufferSize:   1 << 10,
-		WriteBufferSize:  32 << 10,
-		WriteBufferPool:  &attachWriteBuffers,
-		CheckOrigin:      s.origins.allows,
-		Error:            upgradeError,
-	}
-	hdr := http.Header{}
-	for _, k := range []string{"Sandbox-Runtime-Version", "X-Request-ID"} {
-		if v := w.Header().Get(k); v != "" {
-			hdr.Set(k, v)
-		}
-	}
-	conn, err := up.Upgrade(w, r, hdr)
-	if err != nil {
-		return
-	}
-	if tc, ok := conn.NetConn().(*net.TCPConn); ok {
-		tc.SetWriteBuffer(attachSendBuffer)
-	}
-	limitUnsent(conn.NetConn(), streamUnsentLimit)
+	defer ws.release()
+	conn := ws.conn
+	pingPeriod, pongWait, writeWait := ws.pingPeriod, ws.pongWait, ws.writeWait
 	defer s.m.WatchPorts()() // listening/closed events while a subscriber is there
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -362,7 +339,7 @@ func (s *Server) eventsWebSocket(w http.ResponseWriter, r *http.Request, feed *r
 	go a.feedReadLoop()
 	go a.writeLoop()
 	sink := &attachSink{a: a}
-	err = s.streamFeed(ctx, feed, streamOptions{follow: true, window: attachWindow}, sink)
+	err := s.streamFeed(ctx, feed, streamOptions{follow: true, window: attachWindow}, sink)
 	code := websocket.CloseNormalClosure
 	switch {
 	case err == nil && sink.ended:
@@ -384,23 +361,7 @@ func (s *Server) eventsWebSocket(w http.ResponseWriter, r *http.Request, feed *r
 // close handshake; any data frame ends the connection (close 1003).
 func (a *attachment) feedReadLoop() {
 	defer close(a.readDone)
-	a.conn.SetReadLimit(4 << 10)
-	a.conn.SetReadDeadline(time.Now().Add(a.pongWait))
-	a.conn.SetPongHandler(func(string) error {
-		return a.conn.SetReadDeadline(time.Now().Add(a.pongWait))
-	})
-	a.conn.SetPingHandler(func(data string) error {
-		a.control(wsFrame{kind: websocket.PongMessage, data: []byte(data)})
-		return nil
-	})
-	a.conn.SetCloseHandler(func(code int, _ string) error {
-		var msg []byte
-		if code != websocket.CloseNoStatusReceived {
-			msg = websocket.FormatCloseMessage(code, "")
-		}
-		a.control(wsFrame{kind: websocket.CloseMessage, data: msg})
-		return nil
-	})
+	a.readControls(4 << 10)
 	if _, _, err := a.conn.ReadMessage(); err != nil {
 		return
 	}

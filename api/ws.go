@@ -1,0 +1,105 @@
+package api
+
+import (
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/gorilla/websocket"
+)
+
+// The opening of every WebSocket route (attach, the event feed, a watch's
+// events): admission under the attach connection limit, then the upgrade
+// with the route's buffer sizes, the kernel socket sizes and the unsent
+// bound. What runs on the connection afterwards is the route's own.
+
+// wsShape is what the routes' upgrades differ by.
+type wsShape struct {
+	readBuffer, writeBuffer int  // gorilla's buffers (the write one pooled: attachWriteBuffers)
+	recvBuffer              bool // also shrink the kernel receive buffer to attachRecvBuffer
+}
+
+// wsConn is an admitted, upgraded WebSocket with the keep-alive timings of
+// attachTimings. release ends the connection's count against the attach
+// limit; the caller defers it.
+type wsConn struct {
+	conn                            *websocket.Conn
+	release                         func()
+	pingPeriod, pongWait, writeWait time.Duration
+}
+
+// openWebSocket admits r's connection (refused as plain JSON past the
+// limit) and upgrades it with shape; not ok when it was refused or the
+// upgrade failed (either has answered, and nothing is left to release).
+func (s *Server) openWebSocket(w http.ResponseWriter, r *http.Request, shape wsShape) (wsConn, bool) {
+	release, ok := s.conns.admitAttach(requestConn(r.Context()))
+	if !ok {
+		s.conns.refuseAttach(w)
+		return wsConn{}, false
+	}
+	ws := wsConn{release: release}
+	ws.pingPeriod, ws.pongWait, ws.writeWait = attachTimings(s.opts.HeartbeatInterval)
+	ws.conn, ok = s.upgradeWebSocket(w, r, ws.writeWait, shape)
+	if !ok {
+		release()
+		return wsConn{}, false
+	}
+	return ws, true
+}
+
+// upgradeWebSocket upgrades r to a WebSocket with shape's buffers and the
+// attached socket sizes; not ok when the upgrade failed (it has answered).
+func (s *Server) upgradeWebSocket(w http.ResponseWriter, r *http.Request, writeWait time.Duration, shape wsShape) (*websocket.Conn, bool) {
+	up := websocket.Upgrader{
+		HandshakeTimeout: writeWait,
+		ReadBufferSize:   shape.readBuffer,
+		WriteBufferSize:  shape.writeBuffer,
+		WriteBufferPool:  &attachWriteBuffers,
+		CheckOrigin:      s.origins.allows, // the middleware refused foreign origins already
+		Error:            upgradeError,
+	}
+	// The upgrade response is written by gorilla on the hijacked connection:
+	// carry the headers the middleware set.
+	hdr := http.Header{}
+	for _, k := range []string{"Sandbox-Runtime-Version", "X-Request-ID"} {
+		if v := w.Header().Get(k); v != "" {
+			hdr.Set(k, v)
+		}
+	}
+	conn, err := up.Upgrade(w, r, hdr)
+	if err != nil {
+		return nil, false
+	}
+	if tc, ok := conn.NetConn().(*net.TCPConn); ok {
+		tc.SetWriteBuffer(attachSendBuffer)
+		if shape.recvBuffer {
+			tc.SetReadBuffer(attachRecvBuffer)
+		}
+	}
+	limitUnsent(conn.NetConn(), streamUnsentLimit) // pings and the close frame do not wait behind a full buffer
+	return conn, true
+}
+
+// readControls sets up a's connection for its reader: the read limit, a
+// read deadline that any frame (a pong included) extends by pongWait, and
+// pings and close frames answered through the writer (a.control), not from
+// the reader.
+func (a *attachment) readControls(limit int64) {
+	a.conn.SetReadLimit(limit)
+	a.conn.SetReadDeadline(time.Now().Add(a.pongWait))
+	a.conn.SetPongHandler(func(string) error {
+		return a.conn.SetReadDeadline(time.Now().Add(a.pongWait))
+	})
+	a.conn.SetPingHandler(func(data string) error {
+		a.control(wsFrame{kind: websocket.PongMessage, data: []byte(data)})
+		return nil
+	})
+	a.conn.SetCloseHandler(func(code int, _ string) error {
+		var msg []byte
+		if code != websocket.CloseNoStatusReceived {
+			msg = websocket.FormatCloseMessage(code, "")
+		}
+		a.control(wsFrame{kind: websocket.CloseMessage, data: msg})
+		return nil
+	})
+}
