@@ -168,14 +168,9 @@ func (s *Server) streamFeed(ctx context.Context, feed *runtime.EventFeed, o stre
 	closing := ""
 	for {
 		if closing == "" {
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-s.streamsCtx.Done():
-				closing = wire.EndShuttingDown
-			case <-window.C:
-				closing = wire.EndMaxWait
-			default:
+			var err error
+			if closing, err = s.streamClosing(ctx, window.C); err != nil {
+				return err
 			}
 		}
 		if closing == wire.EndShuttingDown {
@@ -224,6 +219,23 @@ func (s *Server) streamFeed(ctx context.Context, feed *runtime.EventFeed, o stre
 		case <-ctx.Done():
 			return ctx.Err()
 		}
+	}
+}
+
+// streamClosing is the check a stream loop makes on every pass, without
+// waiting: ctx's error when it has ended (nothing more is sent), else the
+// reason of the `end` line that shutdown or the end of the window calls
+// for, "" when neither has come.
+func (s *Server) streamClosing(ctx context.Context, window <-chan time.Time) (string, error) {
+	select {
+	case <-ctx.Done():
+		return "", ctx.Err()
+	case <-s.streamsCtx.Done():
+		return wire.EndShuttingDown, nil
+	case <-window:
+		return wire.EndMaxWait, nil
+	default:
+		return "", nil
 	}
 }
 

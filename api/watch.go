@@ -344,14 +344,9 @@ func (s *Server) streamWatchEvery(ctx context.Context, h *watch.Handle, cursor i
 	closing := ""
 	for {
 		if closing == "" {
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-s.streamsCtx.Done():
-				closing = wire.EndShuttingDown
-			case <-timer.C:
-				closing = wire.EndMaxWait
-			default:
+			var err error
+			if closing, err = s.streamClosing(ctx, timer.C); err != nil {
+				return err
 			}
 		}
 		res, more := h.ReadFrom(cursor, watchBatch, buf)
