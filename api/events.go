@@ -10,7 +10,6 @@ import (
 	"github.com/gorilla/websocket"
 	"go.uber.org/zap"
 
-	"github.com/sandbox-runtime/sandbox-runtime/httpx"
 	"github.com/sandbox-runtime/sandbox-runtime/runtime"
 	"github.com/sandbox-runtime/sandbox-runtime/wire"
 )
@@ -73,25 +72,8 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.WriteHeader(http.StatusOK)
-	// The bounds of streamNDJSON: unsent limit, write deadlines within the
-	// window, the shutdown grace, and the connection left clean for the
-	// next request once the last line is written.
-	conn := requestConn(r.Context())
-	if conn != nil {
-		limitUnsent(conn, streamUnsentLimit)
-	}
-	rc := http.NewResponseController(w)
-	sink := &ndjsonSink{w: w, rc: rc, bound: httpx.WriteBound{RC: rc, Wait: streamWriteWait}}
-	sink.lower(time.Now().Add(secondsDur(window) + streamEndGrace))
-	stopShutdown := context.AfterFunc(s.streamsCtx, func() { sink.lower(time.Now().Add(streamShutdownGrace)) })
-	defer func() {
-		if stopShutdown() {
-			sink.armDeadline()
-			if conn != nil {
-				limitUnsent(conn, 0)
-			}
-		}
-	}()
+	sink, done := s.openNDJSON(w, r, secondsDur(window))
+	defer done()
 	fsink := feedNDJSON{sink, s.m, s.opts.HeartbeatInterval == runtime.TickInterval}
 	if err := fsink.flush(); err != nil {
 		return

@@ -12,7 +12,6 @@ import (
 
 	"github.com/gorilla/websocket"
 
-	"github.com/sandbox-runtime/sandbox-runtime/httpx"
 	"github.com/sandbox-runtime/sandbox-runtime/pycompat"
 	"github.com/sandbox-runtime/sandbox-runtime/runtime"
 	"github.com/sandbox-runtime/sandbox-runtime/watch"
@@ -293,22 +292,8 @@ func (s *Server) serveWatchStream(w http.ResponseWriter, r *http.Request, h *wat
 	if r.Method == http.MethodHead {
 		return
 	}
-	conn := requestConn(r.Context())
-	if conn != nil {
-		limitUnsent(conn, streamUnsentLimit)
-	}
-	rc := http.NewResponseController(w)
-	sink := &ndjsonSink{w: w, rc: rc, bound: httpx.WriteBound{RC: rc, Wait: streamWriteWait}}
-	sink.lower(time.Now().Add(window + streamEndGrace))
-	stopShutdown := context.AfterFunc(s.streamsCtx, func() { sink.lower(time.Now().Add(streamShutdownGrace)) })
-	defer func() {
-		if stopShutdown() {
-			sink.armDeadline()
-			if conn != nil {
-				limitUnsent(conn, 0)
-			}
-		}
-	}()
+	sink, done := s.openNDJSON(w, r, window)
+	defer done()
 	if first != nil {
 		sink.event(first)
 	}
