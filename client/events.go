@@ -86,31 +86,10 @@ func (c *Client) FollowEvents(ctx context.Context, o EventsOptions, fn FeedFunc)
 			return o.Cursor, err
 		}
 	}
-	var b backoff
-	var deadline time.Time
-	for {
-		at := cursor
-		err := c.feedOnce(ctx, o.query(cursor, true), &cursor, fn)
-		if err == nil { // the window closed: open the next one at once
-			b.reset()
-			deadline = time.Time{}
-			continue
-		}
-		progressed := cursor != at
-		if progressed || deadline.IsZero() {
-			b.reset()
-			deadline = time.Now().Add(c.retryFor)
-		}
-		if !c.mayResume(ctx, err, deadline) {
-			return cursor, err
-		}
-		if progressed {
-			continue
-		}
-		if err := b.wait(ctx, 0); err != nil {
-			return cursor, err
-		}
-	}
+	err = resumeByCursor(ctx, c, &cursor, func() (bool, error) {
+		return false, c.feedOnce(ctx, o.query(cursor, true), &cursor, fn)
+	})
+	return cursor, err
 }
 
 // feedOnce reads one window of the feed; nil once it ended with its `end`
