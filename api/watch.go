@@ -222,12 +222,9 @@ func (s *Server) deleteWatch(w http.ResponseWriter, r *http.Request) {
 // watchEvents is GET /v1/watches/{id}/events: NDJSON from cursor (a
 // sequence number) with follow and max_wait as command output has them.
 func (s *Server) watchEvents(w http.ResponseWriter, r *http.Request) {
-	q := parseQuery(r, "cursor", "follow", "max_wait")
-	cursor := q.cursor("cursor")
-	follow := q.boolean("follow", true)
-	window := q.seconds("max_wait", defaultWindowSeconds, maxWindowSeconds)
-	if q.err != nil {
-		fail(w, q.err)
+	cursor, follow, window, err := parseStreamQuery(r)
+	if err != nil {
+		fail(w, err)
 		return
 	}
 	h, err := s.watchOf(r)
