@@ -182,41 +182,12 @@ func (s *Server) attach(w http.ResponseWriter, r *http.Request) {
 		return // refused or the upgrade failed: answered
 	}
 	defer ws.release() // the connection stays counted until the attachment ends
-	conn := ws.conn
-	pingPeriod, pongWait, writeWait := ws.pingPeriod, ws.pongWait, ws.writeWait
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	a := &attachment{
-		s: s, c: c, conn: conn,
-		log:        s.log.With(zap.String("command_id", c.ID())),
-		pingPeriod: pingPeriod, pongWait: pongWait, writeWait: writeWait,
-		cursor:    cursor,
-		events:    make(chan wsFrame),
-		out:       make(chan wsFrame, attachQueue),
-		ctl:       make(chan wsFrame, 4),
-		stop:      make(chan struct{}),
-		readDone:  make(chan struct{}),
-		writeDone: make(chan struct{}),
-		feedDone:  make(chan struct{}),
-		feed:      stdinFeed{wake: make(chan struct{}, 1), room: make(chan struct{})},
-		finished:  make(chan struct{}),
-		cancel:    cancel,
-	}
-	defer close(a.finished)
-	if !s.hijacked.add(a) { // shutdown has closed the set already
-		conn.Close()
-		return
-	}
-	defer s.hijacked.remove(a)
-	defer s.metrics.WebSocketOpened()()
-
-	go a.readLoop()
-	go a.writeLoop()
-	go a.feedLoop()
-	a.generate(ctx)
-	<-a.writeDone // the writer closes the conn, which ends the reader
-	<-a.readDone
-	<-a.feedDone // the frames read are written, or the command is done
+	a := s.newAttachment(ws, s.log.With(zap.String("command_id", c.ID())), cancel)
+	a.c, a.cursor = c, cursor
+	a.feed = stdinFeed{wake: make(chan struct{}, 1), room: make(chan struct{})}
+	s.runAttachment(a, func() { a.generate(ctx) }, a.readLoop, a.writeLoop, a.feedLoop)
 }
 
 // attachable refuses, before the upgrade and as a plain JSON error,
@@ -251,18 +222,7 @@ func (s *Server) attachable(w http.ResponseWriter, r *http.Request) (c *runtime.
 func (a *attachment) generate(ctx context.Context) {
 	sink := &attachSink{a: a}
 	err := a.s.streamEvents(ctx, a.c, streamOptions{cursor: a.cursor, follow: true, window: attachWindow}, sink)
-	code := websocket.CloseNormalClosure
-	switch {
-	case err == nil && sink.ended:
-		code = websocket.CloseGoingAway // `end` shutting_down: the runtime is going away
-	case errors.Is(err, errAttachClosed), errors.Is(err, context.Canceled):
-		return // the connection is gone; the writer has ended or is ending
-	case err != nil:
-		a.log.Error("attach stream failed", zap.Error(err))
-		a.enqueue(a.events, errorFrame("internal", "internal error"))
-		code = websocket.CloseInternalServerErr
-	}
-	a.enqueue(a.events, wsFrame{kind: websocket.CloseMessage, closeCode: code})
+	a.closeAfter(err, sink, "attach stream failed", true)
 }
 
 // attachSink is the eventSink of an attachment: each event becomes a text

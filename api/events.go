@@ -303,52 +303,16 @@ func (s *Server) eventsWebSocket(w http.ResponseWriter, r *http.Request, feed *r
 		return
 	}
 	defer ws.release()
-	conn := ws.conn
-	pingPeriod, pongWait, writeWait := ws.pingPeriod, ws.pongWait, ws.writeWait
 	defer s.m.WatchPorts()() // listening/closed events while a subscriber is there
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	a := &attachment{
-		s: s, conn: conn,
-		log:        s.log.With(zap.String("stream", "events")),
-		pingPeriod: pingPeriod, pongWait: pongWait, writeWait: writeWait,
-		events:    make(chan wsFrame),
-		out:       make(chan wsFrame, attachQueue),
-		ctl:       make(chan wsFrame, 4),
-		stop:      make(chan struct{}),
-		readDone:  make(chan struct{}),
-		writeDone: make(chan struct{}),
-		feedDone:  make(chan struct{}),
-		finished:  make(chan struct{}),
-		cancel:    cancel,
-	}
+	a := s.newAttachment(ws, s.log.With(zap.String("stream", "events")), cancel)
 	close(a.feedDone) // no stdin
-	defer close(a.finished)
-	if !s.hijacked.add(a) {
-		conn.Close()
-		return
-	}
-	defer s.hijacked.remove(a)
-	defer s.metrics.WebSocketOpened()()
-	go a.feedReadLoop()
-	go a.writeLoop()
-	sink := &attachSink{a: a}
-	err := s.streamFeed(ctx, feed, streamOptions{follow: true, window: attachWindow}, sink)
-	code := websocket.CloseNormalClosure
-	switch {
-	case err == nil && sink.ended:
-		code = websocket.CloseGoingAway
-	case errors.Is(err, errAttachClosed), errors.Is(err, context.Canceled):
-		code = -1
-	case err != nil:
-		a.log.Error("event feed failed", zap.Error(err))
-		code = websocket.CloseInternalServerErr
-	}
-	if code >= 0 {
-		a.enqueue(a.events, wsFrame{kind: websocket.CloseMessage, closeCode: code})
-	}
-	<-a.writeDone
-	<-a.readDone
+	s.runAttachment(a, func() {
+		sink := &attachSink{a: a}
+		err := s.streamFeed(ctx, feed, streamOptions{follow: true, window: attachWindow}, sink)
+		a.closeAfter(err, sink, "event feed failed", false)
+	}, a.feedReadLoop, a.writeLoop)
 }
 
 // feedReadLoop is the reader of a feed WebSocket: pings, pongs and the

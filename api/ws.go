@@ -1,11 +1,14 @@
 package api
 
 import (
+	"context"
+	"errors"
 	"net"
 	"net/http"
 	"time"
 
 	"github.com/gorilla/websocket"
+	"go.uber.org/zap"
 )
 
 // The opening of every WebSocket route (attach, the event feed, a watch's
@@ -102,4 +105,68 @@ func (a *attachment) readControls(limit int64) {
 		a.control(wsFrame{kind: websocket.CloseMessage, data: msg})
 		return nil
 	})
+}
+
+// newAttachment is the attachment of an event stream over ws, its channels
+// made; the route sets what is its own (the command, cursor and stdin
+// feeder of an attach). cancel ends its generator.
+func (s *Server) newAttachment(ws wsConn, log *zap.Logger, cancel context.CancelFunc) *attachment {
+	return &attachment{
+		s: s, conn: ws.conn, log: log,
+		pingPeriod: ws.pingPeriod, pongWait: ws.pongWait, writeWait: ws.writeWait,
+		events:    make(chan wsFrame),
+		out:       make(chan wsFrame, attachQueue),
+		ctl:       make(chan wsFrame, 4),
+		stop:      make(chan struct{}),
+		readDone:  make(chan struct{}),
+		writeDone: make(chan struct{}),
+		feedDone:  make(chan struct{}),
+		finished:  make(chan struct{}),
+		cancel:    cancel,
+	}
+}
+
+// runAttachment runs a: registered with the hijacked connections that
+// shutdown closes (a closed set, shutdown begun: the connection is closed
+// and nothing runs) and counted, its loops (reader, writer, feeder) each
+// in a goroutine and gen, the generator, here. It returns when the writer
+// (which closes the connection, ending the reader), the reader and the
+// feeder have ended.
+func (s *Server) runAttachment(a *attachment, gen func(), loops ...func()) {
+	defer close(a.finished)
+	if !s.hijacked.add(a) {
+		a.conn.Close()
+		return
+	}
+	defer s.hijacked.remove(a)
+	defer s.metrics.WebSocketOpened()()
+	for _, loop := range loops {
+		go loop()
+	}
+	gen()
+	<-a.writeDone
+	<-a.readDone
+	<-a.feedDone // the frames read are written, or the command is done
+}
+
+// closeAfter asks the writer for the close frame that ends a stream whose
+// generator returned err: 1001 going away when its last event was an `end`
+// (shutting_down: the runtime is going away), 1011 after a failure (logged
+// as failed; errorEvent: after an internal error event), else 1000. None
+// when the connection is gone (the writer has ended or is ending).
+func (a *attachment) closeAfter(err error, sink *attachSink, failed string, errorEvent bool) {
+	code := websocket.CloseNormalClosure
+	switch {
+	case err == nil && sink.ended:
+		code = websocket.CloseGoingAway
+	case errors.Is(err, errAttachClosed), errors.Is(err, context.Canceled):
+		return
+	case err != nil:
+		a.log.Error(failed, zap.Error(err))
+		if errorEvent {
+			a.enqueue(a.events, errorFrame("internal", "internal error"))
+		}
+		code = websocket.CloseInternalServerErr
+	}
+	a.enqueue(a.events, wsFrame{kind: websocket.CloseMessage, closeCode: code})
 }
