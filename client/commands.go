@@ -257,15 +257,12 @@ func (e *callbackError) Unwrap() []error { return []error{e.err, errCallback} }
 // as send retries it, and reads the stream until its final event, which it
 // returns. *cursor follows the next_cursor of each event processed.
 // Without a final event (a disconnect) it returns an error.
-func (c *Client) streamOnce(ctx context.Context, r request, cursor *int64, fn EventFunc) (*wire.Event, error) {
-	sctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	resp, err := c.send(sctx, r)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	return c.readEvents(sctx, cancel, resp.Body, cursor, fn, nil)
+func (c *Client) streamOnce(ctx context.Context, r request, cursor *int64, fn EventFunc) (final *wire.Event, err error) {
+	err = c.withStream(ctx, r, func(sctx context.Context, cancel context.CancelCauseFunc, body io.Reader) error {
+		final, err = c.readEvents(sctx, cancel, body, cursor, fn, nil)
+		return err
+	})
+	return final, err
 }
 
 // ErrSilent is the error of a stream that stayed silent (no event, no

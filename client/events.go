@@ -95,16 +95,16 @@ func (c *Client) FollowEvents(ctx context.Context, o EventsOptions, fn FeedFunc)
 // feedOnce reads one window of the feed; nil once it ended with its `end`
 // line. *cursor follows the next_cursor of each line processed.
 func (c *Client) feedOnce(ctx context.Context, q url.Values, cursor *string, fn FeedFunc) error {
-	sctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	resp, err := c.send(sctx, request{method: "GET", path: "/v1/events", query: q, idempotent: true})
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
+	return c.withStream(ctx, request{method: "GET", path: "/v1/events", query: q, idempotent: true}, func(sctx context.Context, cancel context.CancelCauseFunc, body io.Reader) error {
+		return c.readFeed(sctx, cancel, body, cursor, fn)
+	})
+}
+
+// readFeed reads one window of the feed from body, as feedOnce says.
+func (c *Client) readFeed(sctx context.Context, cancel context.CancelCauseFunc, body io.Reader, cursor *string, fn FeedFunc) error {
 	idle := time.AfterFunc(idleTimeout, func() { cancel(ErrSilent) })
 	defer idle.Stop()
-	br := bufio.NewReaderSize(resp.Body, 16<<10)
+	br := bufio.NewReaderSize(body, 16<<10)
 	for {
 		line, err := br.ReadBytes('\n')
 		if err != nil {

@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"io"
 	"time"
 )
 
@@ -44,4 +45,20 @@ func resumeByCursor[C comparable](ctx context.Context, c *Client, cursor *C, onc
 			return err
 		}
 	}
+}
+
+// withStream sends r (a request answered with a stream) once, or as send
+// retries it, and hands its body to read under a context of its own:
+// read's cancel ends it with a cause (ErrSilent, for a stream that went
+// silent), which read reports. The body is closed and the context ended
+// when read returns.
+func (c *Client) withStream(ctx context.Context, r request, read func(sctx context.Context, cancel context.CancelCauseFunc, body io.Reader) error) error {
+	sctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	resp, err := c.send(sctx, r)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	return read(sctx, cancel, resp.Body)
 }

@@ -61,17 +61,19 @@ func (c *Client) FollowWatch(ctx context.Context, id string, cursor int64, fn Wa
 }
 
 // watchOnce reads one window of a watch stream until its end line.
-func (c *Client) watchOnce(ctx context.Context, r request, cursor *int64, fn WatchFunc) (*wire.WatchEvent, error) {
-	sctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	resp, err := c.send(sctx, r)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
+func (c *Client) watchOnce(ctx context.Context, r request, cursor *int64, fn WatchFunc) (end *wire.WatchEvent, err error) {
+	err = c.withStream(ctx, r, func(sctx context.Context, cancel context.CancelCauseFunc, body io.Reader) error {
+		end, err = c.readWatch(sctx, cancel, body, cursor, fn)
+		return err
+	})
+	return end, err
+}
+
+// readWatch reads a watch stream from body until its end line.
+func (c *Client) readWatch(sctx context.Context, cancel context.CancelCauseFunc, body io.Reader, cursor *int64, fn WatchFunc) (*wire.WatchEvent, error) {
 	idle := time.AfterFunc(idleTimeout, func() { cancel(ErrSilent) })
 	defer idle.Stop()
-	br := bufio.NewReaderSize(resp.Body, 64<<10)
+	br := bufio.NewReaderSize(body, 64<<10)
 	for {
 		line, err := br.ReadSlice('\n')
 		if err != nil {
