@@ -177,50 +177,17 @@ func (s *Server) attach(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	release, ok := s.conns.admitAttach(requestConn(r.Context()))
+	ws, ok := s.openWebSocket(w, r, wsShape{readBuffer: 4 << 10, writeBuffer: 32 << 10, recvBuffer: true})
 	if !ok {
-		s.conns.refuseAttach(w)
-		return
+		return // refused or the upgrade failed: answered
 	}
-	defer release() // the connection stays counted until the attachment ends
-	pingPeriod, pongWait, writeWait := attachTimings(s.opts.HeartbeatInterval)
-	conn, ok := s.upgradeAttach(w, r, writeWait)
-	if !ok {
-		return // Upgrade has answered
-	}
+	defer ws.release() // the connection stays counted until the attachment ends
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	a := &attachment{
-		s: s, c: c, conn: conn,
-		log:        s.log.With(zap.String("command_id", c.ID())),
-		pingPeriod: pingPeriod, pongWait: pongWait, writeWait: writeWait,
-		cursor:    cursor,
-		events:    make(chan wsFrame),
-		out:       make(chan wsFrame, attachQueue),
-		ctl:       make(chan wsFrame, 4),
-		stop:      make(chan struct{}),
-		readDone:  make(chan struct{}),
-		writeDone: make(chan struct{}),
-		feedDone:  make(chan struct{}),
-		feed:      stdinFeed{wake: make(chan struct{}, 1), room: make(chan struct{})},
-		finished:  make(chan struct{}),
-		cancel:    cancel,
-	}
-	defer close(a.finished)
-	if !s.hijacked.add(a) { // shutdown has closed the set already
-		conn.Close()
-		return
-	}
-	defer s.hijacked.remove(a)
-	defer s.metrics.WebSocketOpened()()
-
-	go a.readLoop()
-	go a.writeLoop()
-	go a.feedLoop()
-	a.generate(ctx)
-	<-a.writeDone // the writer closes the conn, which ends the reader
-	<-a.readDone
-	<-a.feedDone // the frames read are written, or the command is done
+	a := s.newAttachment(ws, s.log.With(zap.String("command_id", c.ID())), cancel)
+	a.c, a.cursor = c, cursor
+	a.feed = stdinFeed{wake: make(chan struct{}, 1), room: make(chan struct{})}
+	s.runAttachment(a, func() { a.generate(ctx) }, a.readLoop, a.writeLoop, a.feedLoop)
 }
 
 // attachable refuses, before the upgrade and as a plain JSON error,
@@ -250,54 +217,12 @@ func (s *Server) attachable(w http.ResponseWriter, r *http.Request) (c *runtime.
 	return c, cursor, true
 }
 
-// upgradeAttach upgrades r to a WebSocket with the attach route's buffers
-// and socket sizes; not ok when the upgrade failed (it has answered).
-func (s *Server) upgradeAttach(w http.ResponseWriter, r *http.Request, writeWait time.Duration) (*websocket.Conn, bool) {
-	up := websocket.Upgrader{
-		HandshakeTimeout: writeWait,
-		ReadBufferSize:   4 << 10,
-		WriteBufferSize:  32 << 10,
-		WriteBufferPool:  &attachWriteBuffers,
-		CheckOrigin:      s.origins.allows, // the middleware refused foreign origins already
-		Error:            upgradeError,
-	}
-	// The upgrade response is written by gorilla on the hijacked connection:
-	// carry the headers the middleware set.
-	hdr := http.Header{}
-	for _, k := range []string{"Sandbox-Runtime-Version", "X-Request-ID"} {
-		if v := w.Header().Get(k); v != "" {
-			hdr.Set(k, v)
-		}
-	}
-	conn, err := up.Upgrade(w, r, hdr)
-	if err != nil {
-		return nil, false
-	}
-	if tc, ok := conn.NetConn().(*net.TCPConn); ok {
-		tc.SetWriteBuffer(attachSendBuffer)
-		tc.SetReadBuffer(attachRecvBuffer)
-	}
-	limitUnsent(conn.NetConn(), streamUnsentLimit) // pings and the close frame do not wait behind a full buffer
-	return conn, true
-}
-
 // generate runs the event generator until the exit event (or the end of the
 // stream at shutdown), then asks the writer for the close frame.
 func (a *attachment) generate(ctx context.Context) {
 	sink := &attachSink{a: a}
 	err := a.s.streamEvents(ctx, a.c, streamOptions{cursor: a.cursor, follow: true, window: attachWindow}, sink)
-	code := websocket.CloseNormalClosure
-	switch {
-	case err == nil && sink.ended:
-		code = websocket.CloseGoingAway // `end` shutting_down: the runtime is going away
-	case errors.Is(err, errAttachClosed), errors.Is(err, context.Canceled):
-		return // the connection is gone; the writer has ended or is ending
-	case err != nil:
-		a.log.Error("attach stream failed", zap.Error(err))
-		a.enqueue(a.events, errorFrame("internal", "internal error"))
-		code = websocket.CloseInternalServerErr
-	}
-	a.enqueue(a.events, wsFrame{kind: websocket.CloseMessage, closeCode: code})
+	a.closeAfter(err, sink, "attach stream failed", true)
 }
 
 // attachSink is the eventSink of an attachment: each event becomes a text
@@ -493,24 +418,7 @@ func (a *attachment) tooSlow() {
 func (a *attachment) readLoop() {
 	defer close(a.readDone)
 	defer a.feed.end()
-	a.conn.SetReadLimit(attachReadLimit)
-	a.conn.SetReadDeadline(time.Now().Add(a.pongWait))
-	a.conn.SetPongHandler(func(string) error {
-		return a.conn.SetReadDeadline(time.Now().Add(a.pongWait))
-	})
-	// Pongs and the close echo are written by the writer, not from here.
-	a.conn.SetPingHandler(func(data string) error {
-		a.control(wsFrame{kind: websocket.PongMessage, data: []byte(data)})
-		return nil
-	})
-	a.conn.SetCloseHandler(func(code int, _ string) error {
-		var msg []byte
-		if code != websocket.CloseNoStatusReceived {
-			msg = websocket.FormatCloseMessage(code, "")
-		}
-		a.control(wsFrame{kind: websocket.CloseMessage, data: msg})
-		return nil
-	})
+	a.readControls(attachReadLimit) // pongs and the close echo are written by the writer
 	for {
 		kind, data, err := a.conn.ReadMessage()
 		if err != nil {

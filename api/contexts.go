@@ -179,12 +179,9 @@ func (s *Server) createExecution(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) executionEvents(w http.ResponseWriter, r *http.Request) {
-	q := parseQuery(r, "cursor", "follow", "max_wait")
-	cursor := q.cursor("cursor")
-	follow := q.boolean("follow", true)
-	window := q.seconds("max_wait", defaultWindowSeconds, maxWindowSeconds)
-	if q.err != nil {
-		fail(w, q.err)
+	cursor, follow, window, err := parseStreamQuery(r)
+	if err != nil {
+		fail(w, err)
 		return
 	}
 	n, err := strconv.Atoi(r.PathValue("n"))

@@ -328,6 +328,18 @@ func (q *query) cursor(name string) int64 {
 	return n
 }
 
+// parseStreamQuery parses the query of a stream that resumes by a sequence
+// number (a command's or an execution's output, a watch's events): cursor
+// (from 0), follow (true unless false) and max_wait (seconds, clamped to
+// maxWindowSeconds), and no other parameter; err is the first error found.
+func parseStreamQuery(r *http.Request) (cursor int64, follow bool, window float64, err error) {
+	q := parseQuery(r, "cursor", "follow", "max_wait")
+	cursor = q.cursor("cursor")
+	follow = q.boolean("follow", true)
+	window = q.seconds("max_wait", defaultWindowSeconds, maxWindowSeconds)
+	return cursor, follow, window, q.err
+}
+
 // checkKeys refuses what encoding/json would quietly accept in an object
 // decoded into the struct v points to, at every depth (the "pty" object as
 // much as the top level): a key that matches a field only

@@ -3,7 +3,6 @@ package api
 import (
 	"context"
 	"errors"
-	"net"
 	"net/http"
 	"strings"
 	"time"
@@ -11,7 +10,6 @@ import (
 	"github.com/gorilla/websocket"
 	"go.uber.org/zap"
 
-	"github.com/sandbox-runtime/sandbox-runtime/httpx"
 	"github.com/sandbox-runtime/sandbox-runtime/runtime"
 	"github.com/sandbox-runtime/sandbox-runtime/wire"
 )
@@ -74,25 +72,8 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.WriteHeader(http.StatusOK)
-	// The bounds of streamNDJSON: unsent limit, write deadlines within the
-	// window, the shutdown grace, and the connection left clean for the
-	// next request once the last line is written.
-	conn := requestConn(r.Context())
-	if conn != nil {
-		limitUnsent(conn, streamUnsentLimit)
-	}
-	rc := http.NewResponseController(w)
-	sink := &ndjsonSink{w: w, rc: rc, bound: httpx.WriteBound{RC: rc, Wait: streamWriteWait}}
-	sink.lower(time.Now().Add(secondsDur(window) + streamEndGrace))
-	stopShutdown := context.AfterFunc(s.streamsCtx, func() { sink.lower(time.Now().Add(streamShutdownGrace)) })
-	defer func() {
-		if stopShutdown() {
-			sink.armDeadline()
-			if conn != nil {
-				limitUnsent(conn, 0)
-			}
-		}
-	}()
+	sink, done := s.openNDJSON(w, r, secondsDur(window))
+	defer done()
 	fsink := feedNDJSON{sink, s.m, s.opts.HeartbeatInterval == runtime.TickInterval}
 	if err := fsink.flush(); err != nil {
 		return
@@ -169,14 +150,9 @@ func (s *Server) streamFeed(ctx context.Context, feed *runtime.EventFeed, o stre
 	closing := ""
 	for {
 		if closing == "" {
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-s.streamsCtx.Done():
-				closing = wire.EndShuttingDown
-			case <-window.C:
-				closing = wire.EndMaxWait
-			default:
+			var err error
+			if closing, err = s.streamClosing(ctx, window.C); err != nil {
+				return err
 			}
 		}
 		if closing == wire.EndShuttingDown {
@@ -225,6 +201,23 @@ func (s *Server) streamFeed(ctx context.Context, feed *runtime.EventFeed, o stre
 		case <-ctx.Done():
 			return ctx.Err()
 		}
+	}
+}
+
+// streamClosing is the check a stream loop makes on every pass, without
+// waiting: ctx's error when it has ended (nothing more is sent), else the
+// reason of the `end` line that shutdown or the end of the window calls
+// for, "" when neither has come.
+func (s *Server) streamClosing(ctx context.Context, window <-chan time.Time) (string, error) {
+	select {
+	case <-ctx.Done():
+		return "", ctx.Err()
+	case <-s.streamsCtx.Done():
+		return wire.EndShuttingDown, nil
+	case <-window:
+		return wire.EndMaxWait, nil
+	default:
+		return "", nil
 	}
 }
 
@@ -305,102 +298,28 @@ func (s *Server) eventsWebSocket(w http.ResponseWriter, r *http.Request, feed *r
 		fail(w, runtime.ErrShuttingDown)
 		return
 	}
-	release, ok := s.conns.admitAttach(requestConn(r.Context()))
+	ws, ok := s.openWebSocket(w, r, wsShape{readBuffer: 1 << 10, writeBuffer: 32 << 10})
 	if !ok {
-		s.conns.refuseAttach(w)
 		return
 	}
-	defer release()
-	pingPeriod, pongWait, writeWait := attachTimings(s.opts.HeartbeatInterval)
-	up := websocket.Upgrader{
-		HandshakeTimeout: writeWait,
-		ReadBufferSize:   1 << 10,
-		WriteBufferSize:  32 << 10,
-		WriteBufferPool:  &attachWriteBuffers,
-		CheckOrigin:      s.origins.allows,
-		Error:            upgradeError,
-	}
-	hdr := http.Header{}
-	for _, k := range []string{"Sandbox-Runtime-Version", "X-Request-ID"} {
-		if v := w.Header().Get(k); v != "" {
-			hdr.Set(k, v)
-		}
-	}
-	conn, err := up.Upgrade(w, r, hdr)
-	if err != nil {
-		return
-	}
-	if tc, ok := conn.NetConn().(*net.TCPConn); ok {
-		tc.SetWriteBuffer(attachSendBuffer)
-	}
-	limitUnsent(conn.NetConn(), streamUnsentLimit)
+	defer ws.release()
 	defer s.m.WatchPorts()() // listening/closed events while a subscriber is there
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	a := &attachment{
-		s: s, conn: conn,
-		log:        s.log.With(zap.String("stream", "events")),
-		pingPeriod: pingPeriod, pongWait: pongWait, writeWait: writeWait,
-		events:    make(chan wsFrame),
-		out:       make(chan wsFrame, attachQueue),
-		ctl:       make(chan wsFrame, 4),
-		stop:      make(chan struct{}),
-		readDone:  make(chan struct{}),
-		writeDone: make(chan struct{}),
-		feedDone:  make(chan struct{}),
-		finished:  make(chan struct{}),
-		cancel:    cancel,
-	}
+	a := s.newAttachment(ws, s.log.With(zap.String("stream", "events")), cancel)
 	close(a.feedDone) // no stdin
-	defer close(a.finished)
-	if !s.hijacked.add(a) {
-		conn.Close()
-		return
-	}
-	defer s.hijacked.remove(a)
-	defer s.metrics.WebSocketOpened()()
-	go a.feedReadLoop()
-	go a.writeLoop()
-	sink := &attachSink{a: a}
-	err = s.streamFeed(ctx, feed, streamOptions{follow: true, window: attachWindow}, sink)
-	code := websocket.CloseNormalClosure
-	switch {
-	case err == nil && sink.ended:
-		code = websocket.CloseGoingAway
-	case errors.Is(err, errAttachClosed), errors.Is(err, context.Canceled):
-		code = -1
-	case err != nil:
-		a.log.Error("event feed failed", zap.Error(err))
-		code = websocket.CloseInternalServerErr
-	}
-	if code >= 0 {
-		a.enqueue(a.events, wsFrame{kind: websocket.CloseMessage, closeCode: code})
-	}
-	<-a.writeDone
-	<-a.readDone
+	s.runAttachment(a, func() {
+		sink := &attachSink{a: a}
+		err := s.streamFeed(ctx, feed, streamOptions{follow: true, window: attachWindow}, sink)
+		a.closeAfter(err, sink, "event feed failed", false)
+	}, a.feedReadLoop, a.writeLoop)
 }
 
 // feedReadLoop is the reader of a feed WebSocket: pings, pongs and the
 // close handshake; any data frame ends the connection (close 1003).
 func (a *attachment) feedReadLoop() {
 	defer close(a.readDone)
-	a.conn.SetReadLimit(4 << 10)
-	a.conn.SetReadDeadline(time.Now().Add(a.pongWait))
-	a.conn.SetPongHandler(func(string) error {
-		return a.conn.SetReadDeadline(time.Now().Add(a.pongWait))
-	})
-	a.conn.SetPingHandler(func(data string) error {
-		a.control(wsFrame{kind: websocket.PongMessage, data: []byte(data)})
-		return nil
-	})
-	a.conn.SetCloseHandler(func(code int, _ string) error {
-		var msg []byte
-		if code != websocket.CloseNoStatusReceived {
-			msg = websocket.FormatCloseMessage(code, "")
-		}
-		a.control(wsFrame{kind: websocket.CloseMessage, data: msg})
-		return nil
-	})
+	a.readControls(4 << 10)
 	if _, _, err := a.conn.ReadMessage(); err != nil {
 		return
 	}

@@ -12,7 +12,6 @@ import (
 
 	"github.com/gorilla/websocket"
 
-	"github.com/sandbox-runtime/sandbox-runtime/httpx"
 	"github.com/sandbox-runtime/sandbox-runtime/pycompat"
 	"github.com/sandbox-runtime/sandbox-runtime/runtime"
 	"github.com/sandbox-runtime/sandbox-runtime/watch"
@@ -223,12 +222,9 @@ func (s *Server) deleteWatch(w http.ResponseWriter, r *http.Request) {
 // watchEvents is GET /v1/watches/{id}/events: NDJSON from cursor (a
 // sequence number) with follow and max_wait as command output has them.
 func (s *Server) watchEvents(w http.ResponseWriter, r *http.Request) {
-	q := parseQuery(r, "cursor", "follow", "max_wait")
-	cursor := q.cursor("cursor")
-	follow := q.boolean("follow", true)
-	window := q.seconds("max_wait", defaultWindowSeconds, maxWindowSeconds)
-	if q.err != nil {
-		fail(w, q.err)
+	cursor, follow, window, err := parseStreamQuery(r)
+	if err != nil {
+		fail(w, err)
 		return
 	}
 	h, err := s.watchOf(r)
@@ -293,22 +289,8 @@ func (s *Server) serveWatchStream(w http.ResponseWriter, r *http.Request, h *wat
 	if r.Method == http.MethodHead {
 		return
 	}
-	conn := requestConn(r.Context())
-	if conn != nil {
-		limitUnsent(conn, streamUnsentLimit)
-	}
-	rc := http.NewResponseController(w)
-	sink := &ndjsonSink{w: w, rc: rc, bound: httpx.WriteBound{RC: rc, Wait: streamWriteWait}}
-	sink.lower(time.Now().Add(window + streamEndGrace))
-	stopShutdown := context.AfterFunc(s.streamsCtx, func() { sink.lower(time.Now().Add(streamShutdownGrace)) })
-	defer func() {
-		if stopShutdown() {
-			sink.armDeadline()
-			if conn != nil {
-				limitUnsent(conn, 0)
-			}
-		}
-	}()
+	sink, done := s.openNDJSON(w, r, window)
+	defer done()
 	if first != nil {
 		sink.event(first)
 	}
@@ -344,14 +326,9 @@ func (s *Server) streamWatchEvery(ctx context.Context, h *watch.Handle, cursor i
 	closing := ""
 	for {
 		if closing == "" {
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-s.streamsCtx.Done():
-				closing = wire.EndShuttingDown
-			case <-timer.C:
-				closing = wire.EndMaxWait
-			default:
+			var err error
+			if closing, err = s.streamClosing(ctx, timer.C); err != nil {
+				return err
 			}
 		}
 		res, more := h.ReadFrom(cursor, watchBatch, buf)

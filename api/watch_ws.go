@@ -3,7 +3,6 @@ package api
 import (
 	"bytes"
 	"context"
-	"net"
 	"net/http"
 	"sync"
 	"time"
@@ -48,37 +47,14 @@ func (s *Server) watchWebSocket(w http.ResponseWriter, r *http.Request, h *watch
 		fail(w, runtime.ErrShuttingDown)
 		return
 	}
-	release, ok := s.conns.admitAttach(requestConn(r.Context()))
+	ws, ok := s.openWebSocket(w, r, wsShape{readBuffer: 1 << 10, writeBuffer: 16 << 10, recvBuffer: true})
 	if !ok {
-		s.conns.refuseAttach(w)
 		return
 	}
-	defer release()
-	pingPeriod, pongWait, writeWait := attachTimings(s.opts.HeartbeatInterval)
-	up := websocket.Upgrader{
-		HandshakeTimeout: writeWait,
-		ReadBufferSize:   1 << 10,
-		WriteBufferSize:  16 << 10,
-		WriteBufferPool:  &attachWriteBuffers,
-		CheckOrigin:      s.origins.allows,
-		Error:            upgradeError,
-	}
-	hdr := http.Header{}
-	for _, k := range []string{"Sandbox-Runtime-Version", "X-Request-ID"} {
-		if v := w.Header().Get(k); v != "" {
-			hdr.Set(k, v)
-		}
-	}
-	conn, err := up.Upgrade(w, r, hdr)
-	if err != nil {
-		return
-	}
+	defer ws.release()
+	conn := ws.conn
 	defer conn.Close()
-	if tc, ok := conn.NetConn().(*net.TCPConn); ok {
-		tc.SetWriteBuffer(attachSendBuffer)
-		tc.SetReadBuffer(attachRecvBuffer)
-	}
-	limitUnsent(conn.NetConn(), streamUnsentLimit)
+	pingPeriod, pongWait, writeWait := ws.pingPeriod, ws.pongWait, ws.writeWait
 	defer s.metrics.WebSocketOpened()()
 	defer h.Reading()()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -100,7 +76,7 @@ func (s *Server) watchWebSocket(w http.ResponseWriter, r *http.Request, h *watch
 	}()
 	sink := &wsWatchSink{conn: conn, writeWait: writeWait}
 	// Pings every pingPeriod (streamWatch's heartbeats).
-	err = s.streamWatchPing(ctx, h, cursor, sink, pingPeriod)
+	err := s.streamWatchPing(ctx, h, cursor, sink, pingPeriod)
 	code := websocket.CloseNormalClosure
 	if sink.ended {
 		code = websocket.CloseGoingAway

@@ -221,37 +221,20 @@ func (c *Client) Follow(ctx context.Context, id string, cursor int64, fn EventFu
 }
 
 func (c *Client) follow(ctx context.Context, id string, cursor *int64, fn EventFunc) (*wire.Status, error) {
-	var b backoff
-	// The time without progress counts from the first break after the
-	// last progress: a stream quiet for long is as resumable as another.
-	var deadline time.Time
-	for {
-		at := *cursor
-		q := url.Values{"cursor": {strconv.FormatInt(at, 10)}, "max_wait": {strconv.Itoa(streamWindow)}}
+	var status *wire.Status
+	err := resumeByCursor(ctx, c, cursor, func() (bool, error) {
+		q := url.Values{"cursor": {strconv.FormatInt(*cursor, 10)}, "max_wait": {strconv.Itoa(streamWindow)}}
 		final, err := c.streamOnce(ctx, request{method: "GET", path: commandPath(id, "output"), query: q, idempotent: true}, cursor, fn)
 		if err == nil && final.Type == wire.EventExit {
-			return final.Status, nil
+			status = final.Status
+			return true, nil
 		}
-		if err == nil { // end: the window closed; open the next one at once
-			b.reset()
-			deadline = time.Time{}
-			continue
-		}
-		progressed := *cursor != at
-		if progressed || deadline.IsZero() {
-			b.reset()
-			deadline = time.Now().Add(c.retryFor)
-		}
-		if !c.mayResume(ctx, err, deadline) {
-			return nil, err
-		}
-		if progressed {
-			continue // the stream moved before it broke: re-open at once
-		}
-		if err := b.wait(ctx, 0); err != nil {
-			return nil, err
-		}
+		return false, err
+	})
+	if err != nil {
+		return nil, err
 	}
+	return status, nil
 }
 
 // mayResume reports whether a stream that failed with err is opened again.
@@ -274,15 +257,12 @@ func (e *callbackError) Unwrap() []error { return []error{e.err, errCallback} }
 // as send retries it, and reads the stream until its final event, which it
 // returns. *cursor follows the next_cursor of each event processed.
 // Without a final event (a disconnect) it returns an error.
-func (c *Client) streamOnce(ctx context.Context, r request, cursor *int64, fn EventFunc) (*wire.Event, error) {
-	sctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	resp, err := c.send(sctx, r)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	return c.readEvents(sctx, cancel, resp.Body, cursor, fn, nil)
+func (c *Client) streamOnce(ctx context.Context, r request, cursor *int64, fn EventFunc) (final *wire.Event, err error) {
+	err = c.withStream(ctx, r, func(sctx context.Context, cancel context.CancelCauseFunc, body io.Reader) error {
+		final, err = c.readEvents(sctx, cancel, body, cursor, fn, nil)
+		return err
+	})
+	return final, err
 }
 
 // ErrSilent is the error of a stream that stayed silent (no event, no

@@ -86,46 +86,25 @@ func (c *Client) FollowEvents(ctx context.Context, o EventsOptions, fn FeedFunc)
 			return o.Cursor, err
 		}
 	}
-	var b backoff
-	var deadline time.Time
-	for {
-		at := cursor
-		err := c.feedOnce(ctx, o.query(cursor, true), &cursor, fn)
-		if err == nil { // the window closed: open the next one at once
-			b.reset()
-			deadline = time.Time{}
-			continue
-		}
-		progressed := cursor != at
-		if progressed || deadline.IsZero() {
-			b.reset()
-			deadline = time.Now().Add(c.retryFor)
-		}
-		if !c.mayResume(ctx, err, deadline) {
-			return cursor, err
-		}
-		if progressed {
-			continue
-		}
-		if err := b.wait(ctx, 0); err != nil {
-			return cursor, err
-		}
-	}
+	err = resumeByCursor(ctx, c, &cursor, func() (bool, error) {
+		return false, c.feedOnce(ctx, o.query(cursor, true), &cursor, fn)
+	})
+	return cursor, err
 }
 
 // feedOnce reads one window of the feed; nil once it ended with its `end`
 // line. *cursor follows the next_cursor of each line processed.
 func (c *Client) feedOnce(ctx context.Context, q url.Values, cursor *string, fn FeedFunc) error {
-	sctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	resp, err := c.send(sctx, request{method: "GET", path: "/v1/events", query: q, idempotent: true})
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
+	return c.withStream(ctx, request{method: "GET", path: "/v1/events", query: q, idempotent: true}, func(sctx context.Context, cancel context.CancelCauseFunc, body io.Reader) error {
+		return c.readFeed(sctx, cancel, body, cursor, fn)
+	})
+}
+
+// readFeed reads one window of the feed from body, as feedOnce says.
+func (c *Client) readFeed(sctx context.Context, cancel context.CancelCauseFunc, body io.Reader, cursor *string, fn FeedFunc) error {
 	idle := time.AfterFunc(idleTimeout, func() { cancel(ErrSilent) })
 	defer idle.Stop()
-	br := bufio.NewReaderSize(resp.Body, 16<<10)
+	br := bufio.NewReaderSize(body, 16<<10)
 	for {
 		line, err := br.ReadBytes('\n')
 		if err != nil {

@@ -52,49 +52,28 @@ type WatchFunc func(ev *wire.WatchEvent) error
 // last event fn accepted: every event once. It returns the cursor to resume
 // from. It gives up after RetryFor without progress, or when fn or ctx fails.
 func (c *Client) FollowWatch(ctx context.Context, id string, cursor int64, fn WatchFunc) (int64, error) {
-	var b backoff
-	var deadline time.Time
-	for {
-		at := cursor
-		q := url.Values{"cursor": {strconv.FormatInt(at, 10)}, "max_wait": {strconv.Itoa(streamWindow)}}
+	err := resumeByCursor(ctx, c, &cursor, func() (bool, error) {
+		q := url.Values{"cursor": {strconv.FormatInt(cursor, 10)}, "max_wait": {strconv.Itoa(streamWindow)}}
 		end, err := c.watchOnce(ctx, request{method: "GET", path: "/v1/watches/" + url.PathEscape(id) + "/events", query: q, idempotent: true}, &cursor, fn)
-		if err == nil && end.Reason == wire.EndWatchEnded {
-			return cursor, nil
-		}
-		if err == nil {
-			b.reset()
-			deadline = time.Time{}
-			continue
-		}
-		progressed := cursor != at
-		if progressed || deadline.IsZero() {
-			b.reset()
-			deadline = time.Now().Add(c.retryFor)
-		}
-		if !c.mayResume(ctx, err, deadline) {
-			return cursor, err
-		}
-		if progressed {
-			continue
-		}
-		if err := b.wait(ctx, 0); err != nil {
-			return cursor, err
-		}
-	}
+		return err == nil && end.Reason == wire.EndWatchEnded, err
+	})
+	return cursor, err
 }
 
 // watchOnce reads one window of a watch stream until its end line.
-func (c *Client) watchOnce(ctx context.Context, r request, cursor *int64, fn WatchFunc) (*wire.WatchEvent, error) {
-	sctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	resp, err := c.send(sctx, r)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
+func (c *Client) watchOnce(ctx context.Context, r request, cursor *int64, fn WatchFunc) (end *wire.WatchEvent, err error) {
+	err = c.withStream(ctx, r, func(sctx context.Context, cancel context.CancelCauseFunc, body io.Reader) error {
+		end, err = c.readWatch(sctx, cancel, body, cursor, fn)
+		return err
+	})
+	return end, err
+}
+
+// readWatch reads a watch stream from body until its end line.
+func (c *Client) readWatch(sctx context.Context, cancel context.CancelCauseFunc, body io.Reader, cursor *int64, fn WatchFunc) (*wire.WatchEvent, error) {
 	idle := time.AfterFunc(idleTimeout, func() { cancel(ErrSilent) })
 	defer idle.Stop()
-	br := bufio.NewReaderSize(resp.Body, 64<<10)
+	br := bufio.NewReaderSize(body, 64<<10)
 	for {
 		line, err := br.ReadSlice('\n')
 		if err != nil {
