@@ -61,7 +61,7 @@ func TestWatchNonUTF8Names(t *testing.T) {
 	var lines []map[string]any
 	for end := time.Now().Add(10 * time.Second); ; {
 		lines = watchLines(t, ts.URL+"/v1/watches/"+info.ID+"/events?follow=false")
-		if len(lines) > 0 && lines[len(lines)-2]["type"] == "rename" {
+		if len(lines) >= 2 && lines[len(lines)-2]["type"] == "rename" {
 			break
 		}
 		if time.Now().After(end) {
