@@ -29,6 +29,7 @@ import (
 	"google.golang.org/grpc/reflection"
 	"google.golang.org/grpc/status"
 
+	"github.com/sandbox-runtime/sandbox-runtime/httpx"
 	"github.com/sandbox-runtime/sandbox-runtime/ringbuf"
 	"github.com/sandbox-runtime/sandbox-runtime/runtime"
 	pb "github.com/sandbox-runtime/sandbox-runtime/sandboxd/processv1"
@@ -155,6 +156,14 @@ func (s *Server) admit(ctx context.Context) error {
 	default:
 	}
 	if s.opts.Token == nil {
+		// No token: only a loopback :authority, as the REST listener's Host
+		// (httpx.LoopbackHost; browsers cannot speak gRPC, the rule is kept
+		// the same for both listeners).
+		md, _ := metadata.FromIncomingContext(ctx)
+		auth := md.Get(":authority")
+		if len(auth) != 1 || !httpx.LoopbackHost(auth[0]) {
+			return status.Errorf(codes.PermissionDenied, "this listener asks no token, so it serves only the :authority 127.0.0.1, [::1] or localhost (with any port), not %q", strings.Join(auth, ","))
+		}
 		return nil
 	}
 	want, err := s.opts.Token()
