@@ -306,7 +306,7 @@ func run(ctx context.Context, stopSignals func(), cfg *config, log *zap.Logger, 
 	if gsrv != nil {
 		log.Info("serving sandboxd's gRPC ProcessService", zap.String("addr", grpcAddr), zap.Bool("auth", tokenAsked(gln)))
 		go func() {
-			if err := gsrv.Serve(gln); err != nil {
+			if err := gsrv.Serve(srv.CountListener(gln)); err != nil { // one connection cap for every listener
 				serveErr <- fmt.Errorf("sandboxd gRPC: %w", err)
 			}
 		}()

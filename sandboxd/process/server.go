@@ -42,6 +42,10 @@ const (
 	MaxRecvMsgSize = 4 << 20
 	// MaxConcurrentStreams bounds the calls in flight on one connection.
 	MaxConcurrentStreams = 256
+	// MaxConnectionIdle closes a connection with no call in flight for
+	// that long (the HTTP listeners' IdleTimeout), so that idle ones do
+	// not wait for the connection cap to close them.
+	MaxConnectionIdle = 2 * time.Minute
 	// chunkBytes is the most stdout/stderr bytes one StartResponse carries.
 	chunkBytes = 32 << 10
 	// keepaliveMinTime is the shortest client ping interval allowed; a client
@@ -107,7 +111,7 @@ func New(m *runtime.Manager, opts Options) *Server {
 		grpc.MaxRecvMsgSize(MaxRecvMsgSize),
 		grpc.MaxConcurrentStreams(MaxConcurrentStreams),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: keepaliveMinTime, PermitWithoutStream: true}),
-		grpc.KeepaliveParams(keepalive.ServerParameters{Time: time.Minute, Timeout: 20 * time.Second}),
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: time.Minute, Timeout: 20 * time.Second, MaxConnectionIdle: MaxConnectionIdle}),
 		grpc.ConnectionTimeout(10*time.Second),
 		grpc.UnaryInterceptor(s.unary),
 		grpc.StreamInterceptor(s.stream),
