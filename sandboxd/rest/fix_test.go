@@ -3,11 +3,14 @@ package rest_test
 // Tests of the attacker's findings on the sandboxd REST listener (issue 22).
 
 import (
+	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -66,5 +69,95 @@ func TestRebindingRefused(t *testing.T) {
 		if code, body := doHost(t, "GET", u+"/v1/files/victim.txt", h, nil); code != 200 || body != "keep me" {
 			t.Errorf("GET with Host %s: %d %q; want 200", h, code, body)
 		}
+	}
+}
+
+// TestPutNamesAFile (F7, F6): a PUT path ending in "/" names a directory,
+// and a name of the daemon's temporary-file patterns is reserved: both are
+// 400 INVALID_ARGUMENT and nothing is written.
+func TestPutNamesAFile(t *testing.T) {
+	d, u := startOurs(t, "SANDBOXD_REST_ADDR=127.0.0.1:0")
+	for _, p := range []string{"newdir/", "a/b/", ".sandbox-put-0123456789abcdef.tmp", "sub/.sandbox-put-0123456789abcdef.tmp",
+		".sandbox-put-0123456789abcdef.tmp/x", ".sandbox-upload-123e4567-e89b-12d3-a456-426614174000.tmp"} {
+		code, body := doHost(t, "PUT", u+"/v1/files/"+p, "", strings.NewReader("content"))
+		if code != 400 || !strings.Contains(body, `"code":"INVALID_ARGUMENT"`) {
+			t.Errorf("PUT %s: %d %s; want 400 INVALID_ARGUMENT", p, code, body)
+		}
+	}
+	for _, n := range []string{"newdir", "a", "sub", ".sandbox-put-0123456789abcdef.tmp", ".sandbox-upload-123e4567-e89b-12d3-a456-426614174000.tmp"} {
+		if _, err := os.Lstat(filepath.Join(d.BaseDir, n)); err == nil {
+			t.Errorf("%s exists after the refused PUTs", n)
+		}
+	}
+	// Names that only look alike are files like any other.
+	for _, p := range []string{".sandbox-put-notes.tmp", "x.sandbox-put-0123456789abcdef.tmp"} {
+		if code, body := doHost(t, "PUT", u+"/v1/files/"+p, "", strings.NewReader("c")); code != 204 {
+			t.Errorf("PUT %s: %d %s; want 204", p, code, body)
+		}
+	}
+}
+
+// vmHWM is the peak resident set of pid, in bytes.
+func vmHWM(t *testing.T, pid int) int64 {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "VmHWM:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			return kb << 10
+		}
+	}
+	t.Fatal("no VmHWM in /proc/PID/status")
+	return 0
+}
+
+// TestMultipartPreambleBounded (F3): the bytes before the "file" part's
+// content (preamble, skipped parts, part headers) are bounded: the
+// attacker's shape (parts with 9 MiB headers before the file part), sent by
+// 20 clients at once, is 400 with a clear message, and the daemon's peak
+// RSS grows by far less than the 20 × 27 MiB it held before.
+func TestMultipartPreambleBounded(t *testing.T) {
+	d, u := startOurs(t, "SANDBOXD_REST_ADDR=127.0.0.1:0")
+	pad := strings.Repeat("a", 9<<20)
+	var b strings.Builder
+	for range 3 {
+		b.WriteString("--ZZ\r\nContent-Disposition: form-data; name=\"x\"\r\nX-Pad: " + pad + "\r\n\r\nv\r\n")
+	}
+	b.WriteString("--ZZ\r\nContent-Disposition: form-data; name=\"file\"; filename=\"f\"\r\n\r\ncontent\r\n--ZZ--\r\n")
+	body := b.String()
+	before := vmHWM(t, d.PID)
+	const clients = 20
+	errs := make(chan string, clients)
+	var wg sync.WaitGroup
+	for i := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			code, resp := doHost(t, "PUT", fmt.Sprintf("%s/v1/files/mpm%d", u, i), "", strings.NewReader(body), "Content-Type", "multipart/form-data; boundary=ZZ")
+			if code != 400 || !strings.Contains(resp, "before the") {
+				errs <- fmt.Sprintf("PUT mpm%d: %d %s; want 400 naming the bound", i, code, truncate(resp, 200))
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
+	}
+	grew := vmHWM(t, d.PID) - before
+	t.Logf("peak RSS grew by %d MiB", grew>>20)
+	if grew > 64<<20 {
+		t.Errorf("peak RSS grew by %d MiB for %d such PUTs; want under 64 MiB", grew>>20, clients)
+	}
+	// A multipart body with a small preamble and other parts is served.
+	ok := "preamble\r\n--ZZ\r\nContent-Disposition: form-data; name=\"x\"\r\n\r\nv\r\n--ZZ\r\nContent-Disposition: form-data; name=\"file\"; filename=\"f\"\r\n\r\n" + strings.Repeat("z", 1<<20) + "\r\n--ZZ--\r\n"
+	if code, resp := doHost(t, "PUT", u+"/v1/files/okmp", "", strings.NewReader(ok), "Content-Type", "multipart/form-data; boundary=ZZ"); code != 204 {
+		t.Fatalf("a small multipart PUT: %d %s", code, resp)
+	}
+	if fi, err := os.Stat(filepath.Join(d.BaseDir, "okmp")); err != nil || fi.Size() != 1<<20 {
+		t.Errorf("okmp: %v %v; want 1 MiB", fi, err)
 	}
 }
