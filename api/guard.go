@@ -1,7 +1,6 @@
 package api
 
 import (
-	"crypto/subtle"
 	"net/http"
 	"strconv"
 	"strings"
@@ -83,12 +82,13 @@ func (s *Server) Guard(h http.Handler, g GuardOptions) http.Handler {
 	})
 }
 
-// IsToken reports whether v is the daemon's current token (false without
-// a token file), so that another listener never serves it.
-func (s *Server) IsToken(v string) bool {
+// HoldsToken reports whether v holds the daemon's current token anywhere
+// (false without a token file): another listener never serves such a value
+// ("Bearer <token>", the token with blanks around it, in a URL).
+func (s *Server) HoldsToken(v string) bool {
 	want := s.auth.token.Load()
 	if s.auth.path == "" || want == nil || len(*want) == 0 {
 		return false
 	}
-	return subtle.ConstantTimeCompare([]byte(strings.TrimSpace(v)), *want) == 1
+	return strings.Contains(v, string(*want))
 }

@@ -161,3 +161,19 @@ func TestMultipartPreambleBounded(t *testing.T) {
 		t.Errorf("okmp: %v %v; want 1 MiB", fi, err)
 	}
 }
+
+// TestMetadataHidesValuesHoldingToken (F5): a variable whose value holds
+// the daemon's token anywhere (not only as its whole value) is left out of
+// /v1/metadata.
+func TestMetadataHidesValuesHoldingToken(t *testing.T) {
+	tok := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(tok, []byte("tok-atk-123456\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, u := startOurs(t, "SANDBOXD_REST_ADDR=127.0.0.1:0", "SANDBOX_RUNTIME_TOKEN_FILE="+tok,
+		"SANDBOX_X=Bearer tok-atk-123456", "SANDBOX_Y=tok-atk-123456\n", "SANDBOX_Z= tok-atk-123456 ", "SANDBOX_W=tok-atk-123456", "SANDBOX_OK=hello")
+	code, body := doHost(t, "GET", u+"/v1/metadata", "", nil)
+	if code != 200 || strings.Contains(body, "tok-atk") || !strings.Contains(body, `"SANDBOX_OK":"hello"`) {
+		t.Errorf("/v1/metadata: %d %s; want 200 with SANDBOX_OK and no value holding the token", code, body)
+	}
+}
