@@ -184,7 +184,9 @@ func (s *Server) getFile(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/octet-stream")
 	// ServeContent copies with a small buffer: nothing is held in memory.
-	http.ServeContent(&contentErrorWriter{ResponseWriter: w}, r, "", fi.ModTime(), f)
+	// Each 256 KiB must reach the client within 10 s (httpx.ProgressWriter):
+	// a client that never reads does not hold the file and the socket.
+	http.ServeContent(&contentErrorWriter{ResponseWriter: httpx.NewProgressWriter(w)}, r, "", fi.ModTime(), f)
 }
 
 // contentErrorWriter turns the plain-text error answers of

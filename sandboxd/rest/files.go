@@ -126,7 +126,9 @@ func (s *Server) getFile(w http.ResponseWriter, r *http.Request, p string) {
 		return
 	}
 	w.Header().Set("Content-Type", "application/octet-stream")
-	http.ServeContent(w, r, "", fi.ModTime(), f)
+	// Each 256 KiB within 10 s (httpx.ProgressWriter): a client that never
+	// reads does not hold the file and the socket.
+	http.ServeContent(httpx.NewProgressWriter(w), r, "", fi.ModTime(), f)
 }
 
 type fileEntry struct {

@@ -5,6 +5,7 @@ package rest_test
 import (
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -175,5 +176,68 @@ func TestMetadataHidesValuesHoldingToken(t *testing.T) {
 	code, body := doHost(t, "GET", u+"/v1/metadata", "", nil)
 	if code != 200 || strings.Contains(body, "tok-atk") || !strings.Contains(body, `"SANDBOX_OK":"hello"`) {
 		t.Errorf("/v1/metadata: %d %s; want 200 with SANDBOX_OK and no value holding the token", code, body)
+	}
+}
+
+// openFDs is the number of descriptors pid holds.
+func openFDs(t *testing.T, pid int) int {
+	t.Helper()
+	ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(ents)
+}
+
+// TestFileGetNeverReadCut (F4): GETs of a large file whose clients never
+// read, on both ports, are cut within httpx.WriteWait (10 s) of their last
+// progress plus slack, and the daemon's descriptors (socket and file) are
+// freed. Before the fix they were held for as long as the client stayed.
+func TestFileGetNeverReadCut(t *testing.T) {
+	d, u := startOurs(t, "SANDBOXD_REST_ADDR=127.0.0.1:0")
+	big := make([]byte, 64<<20)
+	if err := os.WriteFile(filepath.Join(d.BaseDir, "big.bin"), big, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	baseline := openFDs(t, d.PID)
+	const per = 5
+	var conns []net.Conn
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	for _, hostport := range []string{strings.TrimPrefix(d.URL, "http://"), strings.TrimPrefix(u, "http://")} {
+		for range per {
+			c, err := net.DialTimeout("tcp", hostport, 5*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.(*net.TCPConn).SetReadBuffer(4096)
+			conns = append(conns, c)
+			if _, err := fmt.Fprintf(c, "GET /v1/files/big.bin HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// Each held GET holds a socket and the file at least.
+	start := time.Now()
+	for openFDs(t, d.PID) < baseline+2*len(conns) {
+		if time.Since(start) > 10*time.Second {
+			t.Fatalf("the daemon holds %d fds, baseline %d: the GETs did not start", openFDs(t, d.PID), baseline)
+		}
+		time.Sleep(20 * time.Millisecond) // polling a condition, bounded
+	}
+	const bound = 10*time.Second + 10*time.Second // WriteWait, and slack for -race on 2 shared cores
+	for openFDs(t, d.PID) > baseline+2 {
+		if time.Since(start) > bound {
+			t.Fatalf("after %v the daemon still holds %d fds (baseline %d) for %d clients that never read; want them freed within %v",
+				time.Since(start).Round(time.Second), openFDs(t, d.PID), baseline, len(conns), bound)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Logf("fds freed %v after the GETs started", time.Since(start).Round(100*time.Millisecond))
+	if code, _ := doHost(t, "GET", d.URL+"/v1/health", "", nil); code != 200 {
+		t.Errorf("main /v1/health: %d", code)
 	}
 }
