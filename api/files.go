@@ -184,7 +184,9 @@ func (s *Server) getFile(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/octet-stream")
 	// ServeContent copies with a small buffer: nothing is held in memory.
-	http.ServeContent(&contentErrorWriter{ResponseWriter: w}, r, "", fi.ModTime(), f)
+	// Each 256 KiB must reach the client within 10 s (httpx.ProgressWriter):
+	// a client that never reads does not hold the file and the socket.
+	http.ServeContent(&contentErrorWriter{ResponseWriter: httpx.NewProgressWriter(w)}, r, "", fi.ModTime(), f)
 }
 
 // contentErrorWriter turns the plain-text error answers of
@@ -456,13 +458,17 @@ func (s *Server) resolvePut(rel string) (pycompat.InBase, error) {
 }
 
 // checkPutPath refuses, before anything is created, a PUT of the base
-// directory and a path over PATH_MAX or with a component over NAME_MAX.
+// directory, a path over PATH_MAX or with a component over NAME_MAX, and
+// one with a component of the daemon's temporary names (fsroot.Reserved).
 func checkPutPath(in pycompat.InBase, rel string) error {
 	if in.Rel == "" {
 		return badRequest("the base directory cannot be written as a file")
 	}
 	if len(in.Full) > pathMax {
 		return badRequest(fmt.Sprintf("the path %q is too long: %d bytes, at most %d", rel, len(in.Full), pathMax))
+	}
+	if c := fsroot.Reserved(in.Rel); c != "" {
+		return badRequest(fmt.Sprintf("%q is a reserved name (the daemon's temporary files: %s<16 hex>.tmp, %s<uuid>.tmp)", c, fsroot.TempPrefix, fsroot.UploadTempPrefix))
 	}
 	for _, c := range fsroot.Components(in.Rel) {
 		if len(c) > nameMax {

@@ -1,12 +1,14 @@
 package api
 
 import (
-	"crypto/subtle"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/sandbox-runtime/sandbox-runtime/httpx"
 )
 
 // GuardOptions configures Server.Guard.
@@ -24,7 +26,8 @@ type GuardOptions struct {
 
 // Guard puts this server's bounds in front of the handler of another
 // listener of the daemon (sandboxd's REST): the browser-origin rule
-// (SANDBOX_ALLOWED_ORIGINS), the gate and progress rule of request bodies
+// (SANDBOX_ALLOWED_ORIGINS), without RequireToken the loopback-Host rule
+// (httpx.LoopbackHost: 403 for any other Host, against DNS rebinding), the gate and progress rule of request bodies
 // (shared with this server: the bodies of both listeners together stay
 // within the fd budget), with RequireToken the token (the same file and
 // re-reads), panic recovery and the request log. That listener's
@@ -56,6 +59,12 @@ func (s *Server) Guard(h http.Handler, g GuardOptions) http.Handler {
 			}
 			log.Info("request", fields...)
 		}()
+		if !g.RequireToken && !httpx.LoopbackHost(r.Host) {
+			// No token here: a page whose name was re-pointed at loopback
+			// (DNS rebinding) must not pass on a matching Origin.
+			g.Refuse(rec, http.StatusForbidden, "forbidden", "this listener asks no token, so it serves only the Host 127.0.0.1, [::1] or localhost (with any port), not "+strconv.Quote(r.Host))
+			return
+		}
 		if !s.browserGateRefusing(rec, r, g.Refuse) {
 			return
 		}
@@ -73,12 +82,13 @@ func (s *Server) Guard(h http.Handler, g GuardOptions) http.Handler {
 	})
 }
 
-// IsToken reports whether v is the daemon's current token (false without
-// a token file), so that another listener never serves it.
-func (s *Server) IsToken(v string) bool {
+// HoldsToken reports whether v holds the daemon's current token anywhere
+// (false without a token file): another listener never serves such a value
+// ("Bearer <token>", the token with blanks around it, in a URL).
+func (s *Server) HoldsToken(v string) bool {
 	want := s.auth.token.Load()
 	if s.auth.path == "" || want == nil || len(*want) == 0 {
 		return false
 	}
-	return subtle.ConstantTimeCompare([]byte(strings.TrimSpace(v)), *want) == 1
+	return strings.Contains(v, string(*want))
 }

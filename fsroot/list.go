@@ -41,6 +41,19 @@ func Hidden(name string) bool {
 	return false
 }
 
+// Reserved returns the first component of the relative name rel that is
+// one of the daemon's temporary names (Hidden), "" when none is: a PUT of
+// such a name is refused, as the file would be hidden from listings, left
+// by a recursive DELETE and removed at the next start.
+func Reserved(rel string) string {
+	for _, c := range Components(rel) {
+		if Hidden(c) {
+			return c
+		}
+	}
+	return ""
+}
+
 // isHex: s is n lower-case hex digits.
 func isHex(s string, n int) bool {
 	if len(s) != n {

@@ -72,3 +72,68 @@ func (w BoundedWriter) Write(p []byte) (int, error) {
 	w.B.Arm()
 	return w.W.Write(p)
 }
+
+// ProgressChunk is how much of a file body must reach the client within
+// one WriteWait (ProgressWriter): a client slower than ProgressChunk per
+// WriteWait (25.6 KiB/s), or one that never reads, is disconnected.
+const ProgressChunk = 256 << 10
+
+// ProgressWriter is a ResponseWriter whose every ProgressChunk of body
+// gets a connection write deadline of B.Wait: a file body (ServeContent)
+// sent to a client that stops reading ends within B.Wait of the last
+// progress, and frees its descriptors, instead of holding them for ever.
+// ReadFrom keeps sendfile: a *io.LimitedReader of an *os.File (what
+// ServeContent passes) is sent in chunks of the same kind.
+type ProgressWriter struct {
+	http.ResponseWriter
+	B *WriteBound
+}
+
+// NewProgressWriter bounds the body writes of w with WriteWait.
+func NewProgressWriter(w http.ResponseWriter) *ProgressWriter {
+	return &ProgressWriter{ResponseWriter: w, B: &WriteBound{RC: http.NewResponseController(w), Wait: WriteWait}}
+}
+
+func (p *ProgressWriter) Write(b []byte) (int, error) {
+	n := 0
+	for len(b) > 0 {
+		c := b[:min(len(b), ProgressChunk)]
+		p.B.Arm()
+		m, err := p.ResponseWriter.Write(c)
+		n += m
+		if err != nil {
+			return n, err
+		}
+		b = b[len(c):]
+	}
+	return n, nil
+}
+
+func (p *ProgressWriter) ReadFrom(src io.Reader) (int64, error) {
+	rf, ok := p.ResponseWriter.(io.ReaderFrom)
+	if !ok {
+		return io.Copy(struct{ io.Writer }{p}, src)
+	}
+	lr, ok := src.(*io.LimitedReader)
+	if !ok {
+		lr = &io.LimitedReader{R: src, N: 1<<63 - 1}
+	}
+	var total int64
+	for lr.N > 0 {
+		chunk := &io.LimitedReader{R: lr.R, N: min(lr.N, ProgressChunk)}
+		p.B.Arm()
+		n, err := rf.ReadFrom(chunk)
+		total += n
+		lr.N -= n
+		if err != nil {
+			return total, err
+		}
+		if n == 0 {
+			break // EOF of the source
+		}
+	}
+	return total, nil
+}
+
+// Unwrap is for http.ResponseController.
+func (p *ProgressWriter) Unwrap() http.ResponseWriter { return p.ResponseWriter }

@@ -306,7 +306,7 @@ func run(ctx context.Context, stopSignals func(), cfg *config, log *zap.Logger, 
 	if gsrv != nil {
 		log.Info("serving sandboxd's gRPC ProcessService", zap.String("addr", grpcAddr), zap.Bool("auth", tokenAsked(gln)))
 		go func() {
-			if err := gsrv.Serve(gln); err != nil {
+			if err := gsrv.Serve(srv.CountListener(gln)); err != nil { // one connection cap for every listener
 				serveErr <- fmt.Errorf("sandboxd gRPC: %w", err)
 			}
 		}()
@@ -425,7 +425,7 @@ func sandboxdREST(cfg *config, srv *api.Server, started time.Time, log *zap.Logg
 		cfg.restListener.Close()
 		return nil, nil, fmt.Errorf("SANDBOXD_REST_ADDR %s is not a loopback address: there every request needs the daemon's token, and no token file is set (SANDBOX_RUNTIME_TOKEN_FILE)", cfg.restListener.Addr())
 	}
-	rs := rest.New(rest.Options{BaseDir: cfg.BaseDir, Started: started, Environ: os.Environ(), IsSecret: srv.IsToken, Logger: log})
+	rs := rest.New(rest.Options{BaseDir: cfg.BaseDir, Started: started, Environ: os.Environ(), IsSecret: srv.HoldsToken, Logger: log})
 	rhs := &http.Server{
 		Handler:           srv.Guard(rs.Handler(), api.GuardOptions{Name: "sandboxd-rest", RequireToken: requireToken, Refuse: rest.Refuse}),
 		ReadHeaderTimeout: 10 * time.Second,

@@ -29,6 +29,7 @@ import (
 	"google.golang.org/grpc/reflection"
 	"google.golang.org/grpc/status"
 
+	"github.com/sandbox-runtime/sandbox-runtime/httpx"
 	"github.com/sandbox-runtime/sandbox-runtime/ringbuf"
 	"github.com/sandbox-runtime/sandbox-runtime/runtime"
 	pb "github.com/sandbox-runtime/sandbox-runtime/sandboxd/processv1"
@@ -41,6 +42,10 @@ const (
 	MaxRecvMsgSize = 4 << 20
 	// MaxConcurrentStreams bounds the calls in flight on one connection.
 	MaxConcurrentStreams = 256
+	// MaxConnectionIdle closes a connection with no call in flight for
+	// that long (the HTTP listeners' IdleTimeout), so that idle ones do
+	// not wait for the connection cap to close them.
+	MaxConnectionIdle = 2 * time.Minute
 	// chunkBytes is the most stdout/stderr bytes one StartResponse carries.
 	chunkBytes = 32 << 10
 	// keepaliveMinTime is the shortest client ping interval allowed; a client
@@ -106,7 +111,7 @@ func New(m *runtime.Manager, opts Options) *Server {
 		grpc.MaxRecvMsgSize(MaxRecvMsgSize),
 		grpc.MaxConcurrentStreams(MaxConcurrentStreams),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: keepaliveMinTime, PermitWithoutStream: true}),
-		grpc.KeepaliveParams(keepalive.ServerParameters{Time: time.Minute, Timeout: 20 * time.Second}),
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: time.Minute, Timeout: 20 * time.Second, MaxConnectionIdle: MaxConnectionIdle}),
 		grpc.ConnectionTimeout(10*time.Second),
 		grpc.UnaryInterceptor(s.unary),
 		grpc.StreamInterceptor(s.stream),
@@ -155,6 +160,14 @@ func (s *Server) admit(ctx context.Context) error {
 	default:
 	}
 	if s.opts.Token == nil {
+		// No token: only a loopback :authority, as the REST listener's Host
+		// (httpx.LoopbackHost; browsers cannot speak gRPC, the rule is kept
+		// the same for both listeners).
+		md, _ := metadata.FromIncomingContext(ctx)
+		auth := md.Get(":authority")
+		if len(auth) != 1 || !httpx.LoopbackHost(auth[0]) {
+			return status.Errorf(codes.PermissionDenied, "this listener asks no token, so it serves only the :authority 127.0.0.1, [::1] or localhost (with any port), not %q", strings.Join(auth, ","))
+		}
 		return nil
 	}
 	want, err := s.opts.Token()

@@ -8,6 +8,7 @@ import (
 	"io"
 	"io/fs"
 	"mime"
+	"mime/multipart"
 	"net/http"
 	"os"
 	"path"
@@ -125,7 +126,9 @@ func (s *Server) getFile(w http.ResponseWriter, r *http.Request, p string) {
 		return
 	}
 	w.Header().Set("Content-Type", "application/octet-stream")
-	http.ServeContent(w, r, "", fi.ModTime(), f)
+	// Each 256 KiB within 10 s (httpx.ProgressWriter): a client that never
+	// reads does not hold the file and the socket.
+	http.ServeContent(httpx.NewProgressWriter(w), r, "", fi.ModTime(), f)
 }
 
 type fileEntry struct {
@@ -250,8 +253,12 @@ func (s *Server) putFile(w http.ResponseWriter, r *http.Request, p string) {
 		fail(w, err)
 		return
 	}
-	if rel == "" {
-		fail(w, invalid("target path is a directory"))
+	if rel == "" || strings.HasSuffix(p, "/") {
+		fail(w, invalid("target path is a directory: a PUT names a file, without a trailing /"))
+		return
+	}
+	if c := fsroot.Reserved(rel); c != "" {
+		fail(w, invalid("%q is a reserved name (the daemon's temporary files: %s<16 hex>.tmp, %s<uuid>.tmp)", c, fsroot.TempPrefix, fsroot.UploadTempPrefix))
 		return
 	}
 	body, err := fileBody(r)
@@ -306,21 +313,59 @@ func (s *Server) putFile(w http.ResponseWriter, r *http.Request, p string) {
 	}
 }
 
+// MaxMultipartPreamble bounds the bytes of a multipart PUT before the
+// "file" part's content starts: the preamble, every part skipped and the
+// part headers. mime/multipart reads a part's header up to 10 MiB into
+// memory and skips any number of parts: 60 PUTs with three parts of 9 MiB
+// headers held 2.25 GB (issue 22, F3). Beyond it the PUT is 400.
+const MaxMultipartPreamble = 64 << 10
+
+// errPreamble is the budget's end under the multipart reader.
+var errPreamble = errors.New("preamble too long")
+
+// budgetReader fails with errPreamble once more than left bytes were read
+// through it, until left is set to -1 (no bound: the content has begun).
+type budgetReader struct {
+	r    io.Reader
+	left int64
+}
+
+func (b *budgetReader) Read(p []byte) (int, error) {
+	if b.left < 0 {
+		return b.r.Read(p)
+	}
+	if b.left == 0 {
+		return 0, errPreamble
+	}
+	if int64(len(p)) > b.left {
+		p = p[:b.left]
+	}
+	n, err := b.r.Read(p)
+	b.left -= int64(n)
+	return n, err
+}
+
 // fileBody is the content of a PUT: the "file" part of a
-// multipart/form-data body (the other parts are skipped), or the raw body
-// for any other (or no) Content-Type.
+// multipart/form-data body (the other parts are skipped; what comes before
+// the file part's content is bounded by MaxMultipartPreamble), or the raw
+// body for any other (or no) Content-Type.
 func fileBody(r *http.Request) (io.Reader, error) {
 	ct := r.Header.Get("Content-Type")
-	mt, _, err := mime.ParseMediaType(ct)
+	mt, params, err := mime.ParseMediaType(ct)
 	if ct == "" || err != nil || mt != "multipart/form-data" {
 		return r.Body, nil
 	}
-	mr, err := r.MultipartReader()
-	if err != nil {
-		return nil, invalid("invalid multipart body: %v", err)
+	boundary := params["boundary"]
+	if boundary == "" {
+		return nil, invalid("invalid multipart body: no boundary in the Content-Type")
 	}
+	br := &budgetReader{r: r.Body, left: MaxMultipartPreamble}
+	mr := multipart.NewReader(br, boundary)
 	for {
 		part, err := mr.NextPart()
+		if errors.Is(err, errPreamble) {
+			return nil, invalid("multipart body: more than %d KiB before the content of the %q part (preamble, other parts, part headers)", MaxMultipartPreamble>>10, "file")
+		}
 		if err == io.EOF {
 			return nil, invalid("multipart body is missing the required %q part", "file")
 		}
@@ -328,7 +373,11 @@ func fileBody(r *http.Request) (io.Reader, error) {
 			return nil, invalid("invalid multipart body: %v", err)
 		}
 		if part.FormName() == "file" {
+			br.left = -1
 			return part, nil
+		}
+		if _, err := io.Copy(io.Discard, part); errors.Is(err, errPreamble) {
+			return nil, invalid("multipart body: more than %d KiB before the content of the %q part (preamble, other parts, part headers)", MaxMultipartPreamble>>10, "file")
 		}
 		part.Close()
 	}

@@ -49,7 +49,7 @@ type Options struct {
 	// (DefaultMetadataPrefix when empty).
 	MetadataPrefix string
 	// IsSecret, when set, reports values that must never be served (the
-	// daemon's token): a variable holding one is left out of /v1/metadata.
+	// daemon's token, anywhere in the value): such a variable is left out of /v1/metadata.
 	IsSecret func(value string) bool
 	Logger   *zap.Logger
 }
