@@ -142,26 +142,12 @@ func (s *Server) getFile(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer in.Root.Close()
-	// Anything but a regular file or a directory is refused before it is
-	// opened: opening a socket fails (ENXIO), a device's open can act (a
-	// tape rewinds, a terminal would become the daemon's own). One swapped
-	// in between this check and the open below is opened (non-blocking,
-	// O_NOCTTY), never read, and refused after the fstat: Linux has no way
-	// to turn an O_PATH descriptor of a file into a readable one but a
-	// re-open by a /proc path, which is not used (fsroot).
-	notFile := badRequest(fmt.Sprintf("%q is not a regular file or a directory", rel))
-	if fi, err := in.Root.Stat(pycompat.DotIfEmpty(in.Rel)); err == nil && !fi.Mode().IsRegular() && !fi.IsDir() {
-		fail(w, notFile)
-		return
-	}
-	// One open through the root; everything after is answered from that
-	// descriptor, checked again (the name may have been swapped since).
-	// O_NONBLOCK: a FIFO must not block the open; reads of regular files
-	// and directories ignore the flag. O_NOCTTY: a terminal swapped in is
-	// never made the daemon's controlling terminal.
-	f, err := in.Root.OpenFile(pycompat.DotIfEmpty(in.Rel), os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
-	if e := sysErrno.Of(err); e == syscall.ENXIO || e == syscall.ENODEV {
-		fail(w, notFile) // a socket, or a device without a driver, swapped in
+	// One open through the root, refusing what is not a regular file or a
+	// directory before it is opened (fsroot.OpenReadable); everything after
+	// is answered from that descriptor.
+	f, fi, err := fsroot.OpenReadable(in.Root, in.Rel, true)
+	if errors.Is(err, fsroot.ErrNotFileOrDir) {
+		fail(w, badRequest(fmt.Sprintf("%q is not a regular file or a directory", rel)))
 		return
 	}
 	if err != nil {
@@ -169,17 +155,8 @@ func (s *Server) getFile(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		fail(w, s.fileError(err, rel))
-		return
-	}
 	if fi.IsDir() {
 		s.listDir(w, r, in, f, fi, rel)
-		return
-	}
-	if !fi.Mode().IsRegular() {
-		fail(w, notFile)
 		return
 	}
 	w.Header().Set("Content-Type", "application/octet-stream")

@@ -682,16 +682,10 @@ func (s *Handlers) legacyDownloadPath(w http.ResponseWriter, p string) {
 		return
 	}
 	defer in.Root.Close()
-	// Anything but a regular file is 404 before it is opened (a socket's
-	// open fails, a device's open can act). O_NONBLOCK: opening a FIFO
-	// swapped in must not block; O_NOCTTY: nor a terminal become the
-	// daemon's. The file is opened once, through the root, and answered
-	// from that descriptor (checked again below).
-	if fi, err := in.Root.Stat(pycompat.DotIfEmpty(in.Rel)); err == nil && !fi.Mode().IsRegular() {
-		legacyMessage(w, http.StatusNotFound, "File not found")
-		return
-	}
-	f, err := in.Root.OpenFile(pycompat.DotIfEmpty(in.Rel), os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
+	// Anything but a regular file is 404, refused before it is opened; the
+	// file is opened once, through the root, and answered from that
+	// descriptor (fsroot.OpenReadable).
+	f, fi, err := fsroot.OpenReadable(in.Root, in.Rel, false)
 	if err != nil {
 		if errors.Is(err, os.ErrPermission) {
 			legacyMessage(w, http.StatusForbidden, "Access denied")
@@ -701,11 +695,6 @@ func (s *Handlers) legacyDownloadPath(w http.ResponseWriter, p string) {
 		return
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil || !fi.Mode().IsRegular() {
-		legacyMessage(w, http.StatusNotFound, "File not found")
-		return
-	}
 	h := w.Header()
 	h.Set("Content-Type", "application/octet-stream")
 	h.Set("Content-Disposition", contentDisposition(p))

@@ -99,11 +99,11 @@ func (s *Server) getFile(w http.ResponseWriter, r *http.Request, p string) {
 		return
 	}
 	defer root.Close()
-	// One open through the root; everything after is answered from that
-	// descriptor. O_NONBLOCK: a FIFO must not block the open. O_NOCTTY: a
-	// terminal never becomes the daemon's controlling terminal.
-	f, err := root.OpenFile(dot(rel), os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
-	if e := sysErrno.Of(err); e == syscall.ENXIO || e == syscall.ENODEV {
+	// One open through the root, refusing what is not a regular file or a
+	// directory before it is opened (fsroot.OpenReadable); everything after
+	// is answered from that descriptor.
+	f, fi, err := fsroot.OpenReadable(root, rel, true)
+	if errors.Is(err, fsroot.ErrNotFileOrDir) {
 		fail(w, invalid("%q is not a regular file or a directory", p))
 		return
 	}
@@ -112,17 +112,8 @@ func (s *Server) getFile(w http.ResponseWriter, r *http.Request, p string) {
 		return
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		fail(w, s.classify(err, rel))
-		return
-	}
 	if fi.IsDir() {
 		s.listDir(w, r, root, rel, p, f, fi)
-		return
-	}
-	if !fi.Mode().IsRegular() {
-		fail(w, invalid("%q is not a regular file or a directory", p))
 		return
 	}
 	w.Header().Set("Content-Type", "application/octet-stream")
