@@ -433,15 +433,42 @@ func resolve(spec Spec) (string, *StartError) {
 
 // stdio is the child's fds 0-2 and the parent's ends of them.
 type stdio struct {
-	parent, child []*os.File
+	parent        []*os.File
+	child         []childFd // the child's fds 0, 1, 2 in order
 	stdin, master *os.File
 	out           [2]*os.File // stdout, stderr read ends (none with a PTY)
 	input         fileID
 	sys           *syscall.SysProcAttr
 }
 
+// childFd is one of the child's ends: a raw descriptor the parent never
+// reads or writes (so it is never registered with the netpoller, never made
+// non-blocking and never flipped back: the pipes' child ends and the stdin
+// pipe's read end), or a file (the PTY slave). own says whether closeChild
+// closes fd (the shared /dev/null is not closed).
+type childFd struct {
+	f   *os.File
+	fd  int
+	own bool
+}
+
+func (c childFd) value() uintptr {
+	if c.f != nil {
+		return c.f.Fd()
+	}
+	return uintptr(c.fd)
+}
+
 // newStdio makes the terminal, or the stdin pipe (or /dev/null) and the two
 // output pipes. On failure nothing is left open.
+//
+// Cost per command (issue 26): the ends the parent keeps are non-blocking
+// and registered with the netpoller (os.NewFile of a non-blocking fd); the
+// child's ends stay raw blocking descriptors, and /dev/null is one
+// descriptor opened once per process (sharedDevNull). os.Pipe and os.Open
+// cost ~17 more system calls per command: both ends registered and made
+// non-blocking, the child's then made blocking again (Fd), deregistered and
+// closed.
 func newStdio(spec Spec) (*stdio, syscall.Errno) {
 	io := &stdio{sys: &syscall.SysProcAttr{Setpgid: true}}
 	fail := func(err error) (*stdio, syscall.Errno) {
@@ -455,46 +482,97 @@ func newStdio(spec Spec) (*stdio, syscall.Errno) {
 			return fail(err)
 		}
 		io.parent = append(io.parent, m)
-		io.child = append(io.child, slave, slave, slave)
+		s := childFd{f: slave}
+		io.child = append(io.child, s, s, s)
 		io.master, io.input = m, idOf(slave)
 		// setsid makes it a group leader too; the terminal becomes the
 		// controlling terminal of the new session (child fd 0).
 		io.sys = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
 		return io, 0
 	case spec.Stdin:
-		pr, pw, err := os.Pipe()
+		pr, pw, err := pipeKeeping(1, "|1")
 		if err != nil {
 			return fail(err)
 		}
-		io.child = append(io.child, pr)
+		io.child = append(io.child, childFd{fd: pr, own: true})
 		io.parent = append(io.parent, pw)
 		io.stdin, io.input = pw, idOf(pw)
 	default:
-		devnull, err := os.Open(os.DevNull)
+		fd, own, err := sharedDevNull.get()
 		if err != nil {
 			return fail(err)
 		}
-		io.child = append(io.child, devnull)
+		io.child = append(io.child, childFd{fd: fd, own: own})
 	}
 	for i := range io.out {
-		pr, pw, err := os.Pipe()
+		pw, pr, err := pipeKeeping(0, "|0")
 		if err != nil {
 			return fail(err)
 		}
 		io.parent = append(io.parent, pr)
-		io.child = append(io.child, pw)
+		io.child = append(io.child, childFd{fd: pw, own: true})
 		io.out[i] = pr
 	}
 	return io, 0
 }
 
-// fds is the child's fds for ProcAttr.Files. Fd puts the child's ends in
-// blocking mode (O_NONBLOCK is per open file description, so the parent's
-// ends stay pollable).
+// pipeKeeping makes a pipe whose end keep (0: the read end, 1: the write
+// end) the parent keeps, non-blocking and pollable, as an *os.File named
+// name; the other end is returned raw, blocking, close-on-exec, for the
+// child.
+func pipeKeeping(keep int, name string) (other int, kept *os.File, err error) {
+	var p [2]int
+	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
+		return -1, nil, os.NewSyscallError("pipe2", err)
+	}
+	flags := unix.O_RDONLY
+	if keep == 1 {
+		flags = unix.O_WRONLY
+	}
+	if _, err := unix.FcntlInt(uintptr(p[keep]), unix.F_SETFL, flags|unix.O_NONBLOCK); err != nil {
+		unix.Close(p[0])
+		unix.Close(p[1])
+		return -1, nil, os.NewSyscallError("fcntl", err)
+	}
+	// A non-blocking fd given to os.NewFile is registered with the netpoller.
+	return p[1-keep], os.NewFile(uintptr(p[keep]), name), nil
+}
+
+// sharedDevNull is /dev/null opened read-only once per process: every
+// command without stdin gets it as fd 0 (dup'd into the child; the
+// parent's descriptor is never read, written, or closed). Should the open
+// fail, each command tries its own, as before.
+var sharedDevNull devNull
+
+type devNull struct {
+	mu sync.Mutex
+	fd int // > 0 once opened
+}
+
+// get returns the descriptor, and whether the caller owns it (closes it).
+func (d *devNull) get() (int, bool, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.fd > 0 {
+		return d.fd, false, nil
+	}
+	fd, err := unix.Open(os.DevNull, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOCTTY, 0)
+	if err != nil {
+		return -1, false, os.NewSyscallError("open", err)
+	}
+	var st unix.Stat_t
+	if unix.Fstat(fd, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFCHR {
+		d.fd = fd // the real device: keep it
+		return fd, false, nil
+	}
+	return fd, true, nil // not a character device: this command's own, as before
+}
+
+// fds is the child's fds for ProcAttr.Files.
 func (io *stdio) fds() []uintptr {
 	fds := make([]uintptr, len(io.child))
-	for i, f := range io.child {
-		fds[i] = f.Fd()
+	for i, c := range io.child {
+		fds[i] = c.value()
 	}
 	return fds
 }
@@ -502,8 +580,14 @@ func (io *stdio) fds() []uintptr {
 // closeChild closes the child's ends once it has them (the slave of a PTY
 // is listed three times; later Closes are no-ops).
 func (io *stdio) closeChild() {
-	for _, f := range io.child {
-		f.Close()
+	for i, c := range io.child {
+		switch {
+		case c.f != nil:
+			c.f.Close()
+		case c.own && c.fd >= 0:
+			unix.Close(c.fd)
+			io.child[i].fd = -1
+		}
 	}
 }
 
