@@ -120,9 +120,20 @@ func TestContextsHTTP(t *testing.T) {
 	if r1.StatusCode != 201 || r2.StatusCode != 200 || x1.N != x2.N {
 		t.Fatalf("retry: %d %s / %d %s", r1.StatusCode, b1, r2.StatusCode, b2)
 	}
+	// The POST answers at once; the execution may still be running (a
+	// loaded machine): read its events to its end before the next one.
+	resp, err = http.Get(fmt.Sprintf("%s/executions/%d?cursor=0", base, x1.N))
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("events of execution %d: %v %v", x1.N, err, resp)
+	}
+	if evs := readEvents(t, resp, nil); len(evs) == 0 || evs[len(evs)-1].Type != wire.CtxEventEnd {
+		t.Fatalf("execution %d did not end: %+v", x1.N, evs)
+	}
 
 	// Busy: 409 busy; a timed-out unkillable code: state_lost, then 409 until restart.
-	ctxPost(t, base+"/executions?stream=true", `{"code":"while True:\n    try:\n        __import__('time').sleep(10)\n    except KeyboardInterrupt:\n        pass","timeout":0.3}`)
+	if resp, b := ctxPost(t, base+"/executions?stream=true", `{"code":"while True:\n    try:\n        __import__('time').sleep(10)\n    except KeyboardInterrupt:\n        pass","timeout":0.3}`); resp.StatusCode != 201 {
+		t.Fatalf("the unkillable execution: %d %s", resp.StatusCode, b)
+	}
 	resp, b = ctxPost(t, base+"/executions", `{"code":"1"}`)
 	var eb wire.ErrorBody
 	json.Unmarshal(b, &eb)
