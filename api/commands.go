@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/sandbox-runtime/sandbox-runtime/httpx"
 	"github.com/sandbox-runtime/sandbox-runtime/runtime"
 	"github.com/sandbox-runtime/sandbox-runtime/wire"
 )
@@ -114,7 +115,9 @@ func (s *Server) createCommand(w http.ResponseWriter, r *http.Request) {
 	}
 	code := http.StatusCreated
 	if !created {
-		code = http.StatusOK
+		code = http.StatusOK // a re-post: its request line is its only record
+	} else {
+		httpx.NoteCommandLogged(w)
 	}
 	w.Header().Set("Location", "/v1/commands/"+st.CommandID)
 	if !stream {

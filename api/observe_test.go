@@ -248,7 +248,7 @@ func TestCommandLogsCarryRequestID(t *testing.T) {
 // terminal) beside the end's; the start line is debug only (issue 26).
 func TestOneInfoLinePerCommand(t *testing.T) {
 	ts, logs := obsLogs(t, nil)
-	code, body := atDo(t, "POST", ts.URL+"/v1/commands", `{"argv":["sh","-c","exit 3"],"timeout":7}`, nil)
+	code, body := atDo(t, "POST", ts.URL+"/v1/commands", `{"argv":["sh","-c","exit 3"],"timeout":7}`, http.Header{"X-Request-Id": {"rid-one-line"}})
 	if code != 201 {
 		t.Fatalf("create: %d %s", code, body)
 	}
@@ -263,14 +263,25 @@ func TestOneInfoLinePerCommand(t *testing.T) {
 		f["stdin"] != false || f["pty"] != false || fmt.Sprint(f["exit_code"]) != "3" || f["state"] != "exited" {
 		t.Errorf("command finished line %v; want argv0 sh, pid %d, timeout_seconds 7, stdin and pty false, exit_code 3, state exited", f, st.PID)
 	}
+	// The create request's own line is debug: the command's line, with the
+	// same request_id, is its record.
+	obsWaitLog(t, logs, "request", map[string]string{"request_id": "rid-one-line"})
 	var info []string
 	for _, l := range logs.All() {
-		if l.ContextMap()["command_id"] == st.CommandID && l.Level >= zapcore.InfoLevel {
+		m := l.ContextMap()
+		if (m["command_id"] == st.CommandID || m["request_id"] == "rid-one-line") && l.Level >= zapcore.InfoLevel {
 			info = append(info, l.Message)
 		}
 	}
 	if len(info) != 1 {
 		t.Errorf("info lines of the command: %q; want only \"command finished\"", info)
+	}
+	// A refused create has no command line: its request line stays info.
+	if code, body := atDo(t, "POST", ts.URL+"/v1/commands", `{"argv":[]}`, http.Header{"X-Request-Id": {"rid-refused"}}); code != 400 {
+		t.Fatalf("empty argv: %d %s", code, body)
+	}
+	if l := obsWaitLog(t, logs, "request", map[string]string{"request_id": "rid-refused"}); l.Level != zapcore.InfoLevel {
+		t.Errorf("a refused create's request line is %v; want info", l.Level)
 	}
 }
 

@@ -305,6 +305,9 @@ func (s *Server) logRequest(rec *statusRecorder, r *http.Request, rid, route str
 			zap.Bool("timed_out", c.TimedOut), zap.Bool("terminated", c.Terminated))
 	}
 	level := zap.InfoLevel
+	if rec.cmdLogged && status < 400 {
+		level = zap.DebugLevel // the command's own line is its record
+	}
 	if status >= 400 {
 		if rec.errCode == "" {
 			rec.errCode = httpx.StatusCode(status)
@@ -399,6 +402,9 @@ type statusRecorder struct {
 	err         error  // the error behind it (fail), for 500s and spawn failures
 
 	cmd *httpx.CommandNote // the command the request ran to its end (httpx.NoteCommand)
+	// cmdLogged: the request started a command that logs its own line
+	// (httpx.NoteCommandLogged); a success is then logged at debug.
+	cmdLogged bool
 }
 
 // NoteError implements httpx.ErrorNoter.
@@ -406,6 +412,9 @@ func (r *statusRecorder) NoteError(code, msg string) { r.errCode, r.errMsg = cod
 
 // NoteCommand implements httpx.CommandNoter.
 func (r *statusRecorder) NoteCommand(c httpx.CommandNote) { r.cmd = &c }
+
+// NoteCommandLogged implements httpx.CommandNoter.
+func (r *statusRecorder) NoteCommandLogged() { r.cmdLogged = true }
 
 func (r *statusRecorder) WriteHeader(code int) {
 	if !r.wroteHeader {

@@ -65,23 +65,42 @@ type CommandNote struct {
 }
 
 // CommandNoter is implemented by the server's response writer: it keeps a
-// CommandNote for the request log.
+// CommandNote for the request log (NoteCommand), or the word that the
+// command the request started logs its own line (NoteCommandLogged).
 type CommandNoter interface {
 	NoteCommand(CommandNote)
+	NoteCommandLogged()
 }
 
 // NoteCommand tells the server's request log the outcome of the command the
 // request on w ran; nothing happens when no writer below w keeps it.
 func NoteCommand(w http.ResponseWriter, c CommandNote) {
+	if n := noter(w); n != nil {
+		n.NoteCommand(c)
+	}
+}
+
+// NoteCommandLogged tells the server's request log that the request on w
+// started a command whose own log line ("command finished", with the
+// request id) records it: a successful request then logs its line at debug,
+// so a command has one info line (issue 26). An error answer keeps its
+// info line.
+func NoteCommandLogged(w http.ResponseWriter) {
+	if n := noter(w); n != nil {
+		n.NoteCommandLogged()
+	}
+}
+
+// noter finds the CommandNoter below w, or nil.
+func noter(w http.ResponseWriter) CommandNoter {
 	for {
 		switch x := w.(type) {
 		case CommandNoter:
-			x.NoteCommand(c)
-			return
+			return x
 		case interface{ Unwrap() http.ResponseWriter }:
 			w = x.Unwrap()
 		default:
-			return
+			return nil
 		}
 	}
 }
