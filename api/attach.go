@@ -260,6 +260,7 @@ func (k *attachSink) commit(buf []byte) error {
 }
 
 func (k *attachSink) flush() error          { return nil }
+func (k *attachSink) last() error           { return nil }
 func (k *attachSink) heartbeat(int64) error { return nil }
 
 // enqueue hands f to the writer through ch (a.events or a.out). It waits

@@ -46,6 +46,11 @@ type eventSink interface {
 	event(obj []byte) error
 	// flush ends a batch: the events so far should reach the client now.
 	flush() error
+	// last follows the stream's last event, after which the response
+	// ends: what is buffered goes out with the end of the response (NDJSON:
+	// in the write of the closing chunk, so an `echo hi` stream costs one
+	// write less) or at once.
+	last() error
 	// heartbeat is called after heartbeatEvery of silence.
 	heartbeat(nextCursor int64) error
 }
@@ -265,7 +270,7 @@ func (w *streamWindow) exit() error {
 	if err := w.sink.event(w.line); err != nil {
 		return err
 	}
-	return w.sink.flush()
+	return w.sink.last()
 }
 
 // end sends the `end` line with reason, the stream's last.
@@ -296,7 +301,7 @@ func (s *Server) endEvent(sink eventSink, line *[]byte, reason string, cursor in
 	if err := sink.event(*line); err != nil {
 		return err
 	}
-	return sink.flush()
+	return sink.last()
 }
 
 // runeBoundary moves n back (at most 3 bytes) so that data[:n] does not end
@@ -631,6 +636,11 @@ func (n *ndjsonSink) flush() error {
 	return n.rc.Flush()
 }
 
+// last hands what is buffered to net/http without flushing it: the handler
+// returns next, and net/http writes it with the closing chunk, in one write,
+// under the deadline streamNDJSON arms as it returns.
+func (n *ndjsonSink) last() error { return n.write() }
+
 func (n *ndjsonSink) heartbeat(next int64) error {
 	n.buf = append(n.buf, marshal(event{Type: wire.EventHeartbeat, NextCursor: next})...)
 	n.buf = append(n.buf, '\n')
@@ -645,33 +655,8 @@ func (s *Server) streamNDJSON(w http.ResponseWriter, r *http.Request, c *runtime
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(code)
-	conn := requestConn(r.Context())
-	if conn != nil {
-		limitUnsent(conn, streamUnsentLimit)
-	}
-	rc := http.NewResponseController(w)
-	sink := &ndjsonSink{w: w, rc: rc, bound: httpx.WriteBound{RC: rc, Wait: streamWriteWait}}
-	sink.lower(time.Now().Add(window + streamEndGrace))
-	// Shutdown ends the stream with an `end` line (streamEvents); a write
-	// blocked on a client that does not read must not hold it longer.
-	stopShutdown := context.AfterFunc(s.streamsCtx, func() { sink.lower(time.Now().Add(streamShutdownGrace)) })
-	// The connection carries the client's next request (keep-alive; a new
-	// connection per stream cost each `echo hi` a TCP handshake and a
-	// goroutine). What net/http still writes after the handler (the last
-	// chunk) gets one more bounded write deadline; ConnState clears it once
-	// the response is complete (net/http resets deadlines only with
-	// Server.WriteTimeout), and the unsent limit comes off the connection.
-	// A stream whose write failed has a broken connection, which net/http
-	// closes; once shutdown has lowered the deadline the connection is
-	// ending anyway.
-	defer func() {
-		if stopShutdown() {
-			sink.armDeadline()
-			if conn != nil {
-				limitUnsent(conn, 0) // 0: the system default
-			}
-		}
-	}()
+	sink, done := s.openNDJSON(w, r, window)
+	defer done()
 	if first != nil {
 		sink.event(first)
 	}

@@ -37,6 +37,7 @@ func (k *wsWatchSink) event(obj []byte) error {
 }
 
 func (k *wsWatchSink) flush() error { return nil }
+func (k *wsWatchSink) last() error  { return nil }
 
 func (k *wsWatchSink) heartbeat(int64) error {
 	return k.conn.WriteControl(websocket.PingMessage, nil, time.Now().Add(k.writeWait))
