@@ -122,7 +122,8 @@ func execFailed(reason string) legacyExecResponse {
 }
 
 // legacyExecute is POST /execute. Once the body is valid the answer is
-// always 200: the headers are flushed at once, a space is written every
+// always 200: the headers go out with the answer when it comes within
+// answerHeaderHold, else at that moment, then a space is written every
 // HeartbeatInterval while the command runs, then the JSON follows (leading
 // whitespace is valid JSON). Legacy clients retry on 5xx and on a read
 // timeout before the headers, which would run the command twice.
@@ -239,17 +240,28 @@ func (s *Handlers) runExecution(ctx context.Context, cmd pendingExec, timeout ti
 	done <- execOutcome{res: res, argv: argv, err: err}
 }
 
-// answerExecution sends the 200 and a heartbeat space every
-// HeartbeatInterval until the outcome comes, then the answer.
+// answerHeaderHold is how long /execute holds its 200's headers for the
+// outcome: an answer that comes within it goes out with them in one write
+// (with Content-Length when it is short), one that does not is preceded by
+// the headers at this moment, far inside the routers' 30 s and any
+// client's read timeout (protocol.md §1).
+const answerHeaderHold = 250 * time.Millisecond
+
+// answerExecution sends the 200, at the latest after answerHeaderHold, and
+// a heartbeat space every HeartbeatInterval until the outcome comes, then
+// the answer.
 func (s *Handlers) answerExecution(w http.ResponseWriter, r *http.Request, seconds float64, done <-chan execOutcome) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(w)
-	rc.Flush()
+	hold := time.NewTimer(answerHeaderHold)
+	defer hold.Stop()
 	heartbeat := time.NewTicker(s.opts.HeartbeatInterval)
 	defer heartbeat.Stop()
 	for {
 		select {
+		case <-hold.C:
+			rc.Flush() // the headers: the command is still running
 		case o := <-done:
 			if o.err == nil {
 				httpx.NoteCommand(w, httpx.CommandNote{Argv0: o.argv[0], Pid: o.res.Pid, ExitCode: o.res.ExitCode,

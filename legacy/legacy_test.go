@@ -964,3 +964,44 @@ func replayEscapesOnly(got, want []byte) bool {
 	r := strings.NewReplacer(`\u2028`, "\u2028", `\u2029`, "\u2029")
 	return r.Replace(string(bytes.TrimSpace(got))) == string(bytes.TrimSpace(want))
 }
+
+// TestLegacyExecuteHeaderHold: an answer that comes within
+// answerHeaderHold goes out with its headers (a short one with
+// Content-Length: not flushed, then chunked); a command that runs longer
+// still gets its headers while it runs, with no heartbeat before them (the
+// hold, not the heartbeat, sends them).
+func TestLegacyExecuteHeaderHold(t *testing.T) {
+	ts := newTestServer(t, func(_ *runtime.Config, o *api.Options) { o.HeartbeatInterval = time.Hour })
+	resp, _ := legacyPost(t, ts.URL, "echo hi", nil)
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.ContentLength != int64(len(body)) || len(resp.TransferEncoding) != 0 {
+		t.Errorf("echo hi: Content-Length %d, Transfer-Encoding %v, body %q; want the answer with a Content-Length", resp.ContentLength, resp.TransferEncoding, body)
+	}
+	if want := `{"stdout":"hi\n","stderr":"","exit_code":0}`; string(body) != want {
+		t.Errorf("echo hi: %q; want %q", body, want)
+	}
+
+	fifo := filepath.Join(ts.BaseDir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	resp, _ = legacyPost(t, ts.URL, "cat fifo", nil)
+	// The headers came; the command cannot have ended (nobody has opened
+	// the FIFO for writing yet).
+	if resp.StatusCode != 200 || resp.ContentLength != -1 {
+		t.Fatalf("cat fifo: status %d Content-Length %d; want 200 with a body of unknown length", resp.StatusCode, resp.ContentLength)
+	}
+	w := legacyOpenFIFO(t, fifo)
+	w.WriteString("done\n")
+	w.Close()
+	body, err = io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `{"stdout":"done\n","stderr":"","exit_code":0}`; string(body) != want {
+		t.Errorf("cat fifo: %q; want %q", body, want)
+	}
+}
