@@ -809,18 +809,25 @@ func (t *cgroupTree) relocate(reason string, always bool) error {
 // No race: ForkExec returns once the child has exec'd or is past releasing
 // its memory on the way out (the exec-status pipe closes on exec, or when
 // the exiting child drops its files, which comes after its mm is gone). So
-// a child that is not a zombie yet has an mm of its own (it exec'd: /proc
-// statm is not all 0) or is exiting; the exiting one is waited for (bounded)
-// and judged as a zombie: SIGKILL, and still named as the runtime (comm)
-// when it died. The normal path costs one waitid and one read of a tiny
-// /proc file. A command that is the runtime's own binary (same comm) and is
-// SIGKILLed before the check would be taken for one that never ran, and
-// forked once more; nothing else can be.
+// a child that is not a zombie yet has an mm of its own (it exec'd) or is
+// exiting; the exiting one is waited for (bounded) and judged as a zombie:
+// SIGKILL, and still named as the runtime (comm) when it died. The normal
+// path costs two system calls and no /proc path: a waitid (a zombie that
+// did not die of SIGKILL, like a fast `echo`, is judged by it alone) and
+// the mm probe (hasMM). A command that is the runtime's own binary (same
+// comm) and is SIGKILLed before the check would be taken for one that never
+// ran, and forked once more; nothing else can be.
 func killedAtFork(pid int) bool {
-	if !zombieNow(pid) {
+	zombie, sigkilled := zombieState(pid)
+	if !zombie {
 		if hasMM(pid) || !waitExited(pid, exitWait) {
 			return false // it exec'd (or is not ours to judge)
 		}
+		if _, sigkilled = zombieState(pid); !sigkilled {
+			return false
+		}
+	} else if !sigkilled {
+		return false
 	}
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
@@ -847,15 +854,49 @@ const exitWait = 2 * time.Second
 // zombieNow reports whether the child pid has exited (left for the reaper:
 // WNOWAIT).
 func zombieNow(pid int) bool {
-	var info unix.Siginfo
-	err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOHANG|unix.WNOWAIT, nil)
-	return err == nil && info.Signo != 0
+	zombie, _ := zombieState(pid)
+	return zombie
 }
 
-// hasMM reports whether the process has an address space: the first field
-// of /proc/<pid>/statm is 0 once an exiting process released its mm. An
-// unreadable file counts as yes (nothing to judge by).
+// cldKilled is si_code CLD_KILLED (linux/signal.h): the child was killed
+// by a signal (x/sys/unix does not name it).
+const cldKilled = 2
+
+// zombieState is zombieNow and, for a zombie, whether SIGKILL ended it
+// (si_code CLD_KILLED, si_status SIGKILL).
+func zombieState(pid int) (zombie, sigkilled bool) {
+	var info unix.Siginfo
+	err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOHANG|unix.WNOWAIT, nil)
+	if err != nil || info.Signo == 0 {
+		return false, false
+	}
+	return true, info.Code == cldKilled && siginfoStatus(&info) == int32(unix.SIGKILL)
+}
+
+// hasMM reports whether the process has an address space. The probe is a
+// 1-byte process_vm_readv of its address 0: ESRCH when it has no mm (an
+// exiting process that released it), EFAULT (page 0 is never mapped) or a
+// permission error when it has one (the kernel checks access only to an
+// mm that exists). Where the call is refused outright (a seccomp filter:
+// EPERM or ENOSYS; EPERM also from a non-dumpable program) the first field
+// of /proc/<pid>/statm says, 0 once the mm is gone; an unreadable file
+// counts as yes (nothing to judge by).
 func hasMM(pid int) bool {
+	var b [1]byte
+	local := []unix.Iovec{{Base: &b[0], Len: 1}}
+	remote := []unix.RemoteIovec{{Base: 0, Len: 1}}
+	_, err := unix.ProcessVMReadv(pid, local, remote, 0)
+	switch err {
+	case unix.ESRCH:
+		return false
+	case unix.EFAULT, unix.EACCES, nil:
+		return true
+	}
+	return hasMMStatm(pid)
+}
+
+// hasMMStatm is hasMM by /proc/<pid>/statm.
+func hasMMStatm(pid int) bool {
 	var buf [128]byte
 	b, err := readSmall("/proc/"+strconv.Itoa(pid)+"/statm", buf[:])
 	if err != nil {

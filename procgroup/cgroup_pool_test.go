@@ -190,7 +190,8 @@ func BenchmarkCgroupMakeRemove(b *testing.B) {
 }
 
 // BenchmarkKilledAtForkLiveChild: what killedAtFork adds to the start of a
-// command that exec'd (a waitid and a read of /proc/<pid>/statm).
+// command that exec'd (a waitid and a process_vm_readv probe; 2.2 µs with a
+// read of /proc/<pid>/statm instead, 0.7 µs with the probe, on the dev VM).
 func BenchmarkKilledAtForkLiveChild(b *testing.B) {
 	cmd := exec.Command("sleep", "60")
 	if err := cmd.Start(); err != nil {
@@ -202,4 +203,46 @@ func BenchmarkKilledAtForkLiveChild(b *testing.B) {
 			b.Fatal("a live child taken for one killed at fork")
 		}
 	}
+}
+
+// TestKilledAtForkProbes: the two probes killedAtFork judges by, on real
+// children: hasMM (process_vm_readv) agrees with /proc/<pid>/statm on a
+// live process (an mm) and on a SIGKILLed zombie (none), and zombieState
+// tells a SIGKILL from an exit; neither child is taken for one killed at
+// fork (they exec'd: their comm is not the runtime's).
+func TestKilledAtForkProbes(t *testing.T) {
+	live := exec.Command("sleep", "60")
+	if err := live.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { live.Process.Kill(); live.Wait() }()
+	pid := live.Process.Pid
+	if z, _ := zombieState(pid); z || !hasMM(pid) || !hasMMStatm(pid) {
+		t.Fatalf("live child: zombie %v, hasMM %v, statm %v; want false, true, true", z, hasMM(pid), hasMMStatm(pid))
+	}
+	if killedAtFork(pid) {
+		t.Fatal("a live child taken for one killed at fork")
+	}
+	live.Process.Signal(unix.SIGKILL)
+	if !waitExited(pid, 10*time.Second) {
+		t.Fatal("the killed child never became a zombie")
+	}
+	if z, k := zombieState(pid); !z || !k || hasMM(pid) || hasMMStatm(pid) {
+		t.Fatalf("SIGKILLed zombie: zombie %v, sigkilled %v, hasMM %v, statm %v; want true, true, false, false", z, k, hasMM(pid), hasMMStatm(pid))
+	}
+	if killedAtFork(pid) {
+		t.Fatal("a child SIGKILLed after its exec taken for one killed at fork")
+	}
+
+	exited := exec.Command("true")
+	if err := exited.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if !waitExited(exited.Process.Pid, 10*time.Second) {
+		t.Fatal("true never became a zombie")
+	}
+	if z, k := zombieState(exited.Process.Pid); !z || k {
+		t.Errorf("exited zombie: zombie %v, sigkilled %v; want true, false", z, k)
+	}
+	exited.Wait()
 }

@@ -260,6 +260,16 @@ func siginfoPid(info *unix.Siginfo) int32 {
 	return *(*int32)(unsafe.Add(unsafe.Pointer(info), off))
 }
 
+// siginfoStatus is si_status of a SIGCHLD siginfo: it follows si_pid and
+// si_uid (two 32-bit fields) in the union.
+func siginfoStatus(info *unix.Siginfo) int32 {
+	off := uintptr(12)
+	if unsafe.Sizeof(uintptr(0)) == 8 {
+		off = 16
+	}
+	return *(*int32)(unsafe.Add(unsafe.Pointer(info), off+8))
+}
+
 // wait4 collects the zombie pid, with its rusage.
 func wait4(pid int) (ExitStatus, bool) {
 	for {
