@@ -5,7 +5,9 @@ package procgroup
 import (
 	"io"
 	"os"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -45,5 +47,62 @@ func TestExtraFiles(t *testing.T) {
 	p.Stderr.Close()
 	if p.Exit().Code != 0 {
 		t.Fatalf("exit %+v", p.Exit())
+	}
+}
+
+// TestChildStdioFds: a child started without stdin or extra files holds
+// exactly fds 0, 1 and 2: 0 is /dev/null opened read-only (the one the
+// Reaper opens once and shares), 1 and 2 are pipes; none of the runtime's
+// own fds (pidfds, cgroup dirs, the parent's ends of the pipes) reaches it.
+// The test process first marks what it inherited, as main does
+// (MarkInheritedFDs).
+func TestChildStdioFds(t *testing.T) {
+	MarkInheritedFDs()
+	r := newReaper(t)
+	p, err := r.Start(Spec{Argv: []string{"sleep", "60"}, Env: os.Environ()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		p.Signal(syscall.SIGKILL)
+		select {
+		case <-p.Done():
+		case <-time.After(10 * time.Second):
+			t.Error("sleep did not exit after SIGKILL")
+		}
+		p.Stdout.Close()
+		p.Stderr.Close()
+	}()
+	// sleep has exec'd once its comm is sleep (Start returns after the
+	// exec, so this is only a check).
+	dir := "/proc/" + strconv.Itoa(p.Pid)
+	if b, _ := os.ReadFile(dir + "/comm"); strings.TrimSpace(string(b)) != "sleep" {
+		t.Fatalf("child comm %q; want sleep", b)
+	}
+	ents, err := os.ReadDir(dir + "/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fds []string
+	for _, e := range ents {
+		target, _ := os.Readlink(dir + "/fd/" + e.Name())
+		fds = append(fds, e.Name()+" "+target)
+	}
+	if len(fds) != 3 || fds[0] != "0 /dev/null" || !strings.HasPrefix(fds[1], "1 pipe:[") || !strings.HasPrefix(fds[2], "2 pipe:[") {
+		t.Fatalf("the child's fds:\n%s\nwant exactly 0 /dev/null, 1 and 2 pipes", strings.Join(fds, "\n"))
+	}
+	info, err := os.ReadFile(dir + "/fdinfo/0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	flags := ""
+	for _, line := range strings.Split(string(info), "\n") {
+		if v, ok := strings.CutPrefix(line, "flags:"); ok {
+			flags = strings.TrimSpace(v)
+		}
+	}
+	// fdinfo's flags are octal; the access mode is the low 2 bits (0: O_RDONLY).
+	if v, err := strconv.ParseUint(flags, 8, 64); err != nil || v&3 != 0 {
+		t.Fatalf("fd 0 flags %q (%v); want read-only", flags, err)
 	}
 }
