@@ -875,12 +875,11 @@ func zombieState(pid int) (zombie, sigkilled bool) {
 
 // hasMM reports whether the process has an address space. The probe is a
 // 1-byte process_vm_readv of its address 0: ESRCH when it has no mm (an
-// exiting process that released it), EFAULT (page 0 is never mapped) or a
-// permission error when it has one (the kernel checks access only to an
-// mm that exists). Where the call is refused outright (a seccomp filter:
-// EPERM or ENOSYS; EPERM also from a non-dumpable program) the first field
-// of /proc/<pid>/statm says, 0 once the mm is gone; an unreadable file
-// counts as yes (nothing to judge by).
+// exiting process that released it), EFAULT (page 0 is never mapped) when
+// it has one. Any other answer (EPERM: a non-dumpable or setuid program, or
+// a seccomp filter; ENOSYS) is judged by the first field of
+// /proc/<pid>/statm, 0 once the mm is gone; an unreadable file counts as
+// yes (nothing to judge by).
 func hasMM(pid int) bool {
 	var b [1]byte
 	local := []unix.Iovec{{Base: &b[0], Len: 1}}
@@ -889,7 +888,7 @@ func hasMM(pid int) bool {
 	switch err {
 	case unix.ESRCH:
 		return false
-	case unix.EFAULT, unix.EACCES, nil:
+	case unix.EFAULT, nil:
 		return true
 	}
 	return hasMMStatm(pid)
