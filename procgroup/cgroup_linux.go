@@ -823,10 +823,9 @@ func killedAtFork(pid int) bool {
 		if hasMM(pid) || !waitExited(pid, exitWait) {
 			return false // it exec'd (or is not ours to judge)
 		}
-		if _, sigkilled = zombieState(pid); !sigkilled {
-			return false
-		}
-	} else if !sigkilled {
+		_, sigkilled = zombieState(pid)
+	}
+	if !sigkilled {
 		return false
 	}
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
