@@ -115,16 +115,28 @@ func newDeadlineWriter(w http.ResponseWriter, rc *http.ResponseController) *dead
 }
 
 func (d *deadlineWriter) Write(p []byte) (int, error) {
-	now := time.Now()
-	due := d.start.Add(max(answerGrace, time.Duration(float64(d.written+int64(len(p)))/answerMinRate*float64(time.Second))))
-	if limit := now.Add(answerWriteTimeout); limit.Before(due) {
-		due = limit
-	}
-	d.rc.SetWriteDeadline(due) // unsupported (a recorder): no deadline
+	d.arm(len(p))
 	n, err := d.w.Write(p)
 	d.written += int64(n)
 	return n, err
 }
+
+// arm sets the deadline for the next n bytes of the answer.
+func (d *deadlineWriter) arm(n int) {
+	due := d.start.Add(max(answerGrace, time.Duration(float64(d.written+int64(n))/answerMinRate*float64(time.Second))))
+	if limit := time.Now().Add(answerWriteTimeout); limit.Before(due) {
+		due = limit
+	}
+	d.rc.SetWriteDeadline(due) // unsupported (a recorder): no deadline
+}
+
+// armTail gives what net/http still writes once the handler has returned
+// (its buffered tail of the answer, up to 4 KiB, and the closing chunk) the
+// same rule as the answer's own writes. The connection's deadline is
+// cleared when it goes idle for the next request (api.Server.ConnState),
+// so no write is ever left without one: a client that never reads cannot
+// hold the connection and its goroutine once the socket buffers are full.
+func (d *deadlineWriter) armTail() { d.arm(0) }
 
 // legacyTextEncoder decodes output like Python's text-mode pipes and
 // writes it as the inside of a JSON string, one chunk at a time: invalid

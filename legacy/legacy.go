@@ -261,7 +261,10 @@ func (s *Handlers) answerExecution(w http.ResponseWriter, r *http.Request, secon
 	for {
 		select {
 		case <-hold.C:
-			rc.Flush() // the headers: the command is still running
+			// The headers: the command is still running. Every write has a
+			// deadline, these too (a client that never reads is cut).
+			rc.SetWriteDeadline(time.Now().Add(answerWriteTimeout))
+			rc.Flush()
 		case o := <-done:
 			if o.err == nil {
 				httpx.NoteCommand(w, httpx.CommandNote{Argv0: o.argv[0], Pid: o.res.Pid, ExitCode: o.res.ExitCode,
@@ -269,13 +272,15 @@ func (s *Handlers) answerExecution(w http.ResponseWriter, r *http.Request, secon
 			}
 			// The answer is encoded as it is written; the execution place is
 			// held until it is out (or the client is cut for not reading).
-			err := writeLegacyExecAnswer(newDeadlineWriter(w, rc), o.argv, seconds, &o.res, o.err)
+			dw := newDeadlineWriter(w, rc)
+			err := writeLegacyExecAnswer(dw, o.argv, seconds, &o.res, o.err)
 			o.res.Release()
 			if err == nil {
-				rc.SetWriteDeadline(time.Time{}) // the connection may serve another request
+				dw.armTail() // cleared once the response is out (ConnState: idle)
 			}
 			return
 		case <-heartbeat.C:
+			rc.SetWriteDeadline(time.Now().Add(answerWriteTimeout))
 			w.Write([]byte(" "))
 			rc.Flush()
 		case <-r.Context().Done():

@@ -73,6 +73,7 @@ func newTestServer(t testing.TB, mutate func(*runtime.Config, *api.Options)) *te
 	s := api.New(m, opts)
 	hs := httptest.NewUnstartedServer(s.Handler())
 	hs.Config.ConnContext = api.ConnContext // as main does
+	hs.Config.ConnState = s.ConnState       // as main does: clears a finished answer's write deadline
 	hs.Start()
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
