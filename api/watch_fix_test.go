@@ -240,3 +240,33 @@ func TestWatchRequestEscapeIsQuote(t *testing.T) {
 		t.Fatalf("a UTF-8 path: %+v", r)
 	}
 }
+
+// TestOneShotWatchEndLineBeforeDelete: the one-shot watch stream's `end`
+// line reaches the client before its watch is removed (a recursive watch's
+// removal takes milliseconds; the line once waited for it). The removal is
+// held until the client has the line, for at most 10 s: with the line held
+// back behind the removal, the hook sees the time run out.
+func TestOneShotWatchEndLineBeforeDelete(t *testing.T) {
+	ts := newTestServer(t, nil)
+	os.Mkdir(filepath.Join(ts.BaseDir, "d"), 0o755)
+	gotEnd := make(chan struct{})
+	held := make(chan bool, 1)
+	hook := func() {
+		select {
+		case <-gotEnd:
+			held <- true
+		case <-time.After(10 * time.Second):
+			held <- false
+		}
+	}
+	testHookOneShotWatchDelete.Store(&hook)
+	t.Cleanup(func() { testHookOneShotWatchDelete.Store(nil) })
+	e := readWatch(t, ts.URL+"/v1/files/d?watch=true&recursive=true&max_wait=0.2", func(wire.WatchEvent) {})
+	close(gotEnd)
+	if e.Reason != wire.EndMaxWait {
+		t.Fatalf("end %+v; want max_wait", e)
+	}
+	if !<-held {
+		t.Fatal("the end line reached the client only after the watch's removal")
+	}
+}
