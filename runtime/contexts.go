@@ -730,7 +730,7 @@ func (c *CodeContext) supervise(in *interp, readers *sync.WaitGroup) {
 	// cannot hold the end of the execution.
 	drained := make(chan struct{})
 	go func() { readers.Wait(); close(drained) }()
-	pipeGrace := time.NewTimer(max(m.killGrace(), minPipeDrain))
+	pipeGrace := time.NewTimer(max(m.killGrace(), m.pipeFloor))
 	select {
 	case <-drained:
 	case <-pipeGrace.C:

@@ -30,6 +30,7 @@ type Manager struct {
 	shutdownCh  chan struct{} // closed when Shutdown begins
 	killNow     chan struct{} // closed when Shutdown's kill deadline passes (see Shutdown)
 	killOnce    sync.Once
+	pipeFloor   time.Duration // minPipeDrain; a test lengthens it (supervise.go rule 4)
 	stopJanitor chan struct{}
 	janitorDone chan struct{}
 	wg          sync.WaitGroup // owner goroutines and legacy runs
@@ -64,6 +65,7 @@ func New(cfg Config, reaper *procgroup.Reaper) (*Manager, error) {
 		reaper:      reaper,
 		shutdownCh:  make(chan struct{}),
 		killNow:     make(chan struct{}),
+		pipeFloor:   minPipeDrain,
 		stopJanitor: make(chan struct{}),
 		janitorDone: make(chan struct{}),
 		cmds:        map[string]*Command{},

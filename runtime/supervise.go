@@ -127,9 +127,9 @@ func (s *supervision) run() supervised {
 		if g != nil {
 			g.Stop()
 		}
-		d := max(m.killGrace(), minPipeDrain)
+		d := max(m.killGrace(), m.pipeFloor)
 		if hurry {
-			d = minPipeDrain
+			d = m.pipeFloor
 		}
 		g = time.NewTimer(d)
 		grace, graceStarted = g.C, true
