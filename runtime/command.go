@@ -407,38 +407,110 @@ func (c *Command) finish(exit procgroup.ExitStatus) {
 		zap.Bool("oom_killed", exit.OOMKilled))
 }
 
-// pump copies one pipe into the ring until EOF or until the pipe is closed.
-// It never waits for a reader. A multi-byte UTF-8 character split by a read
-// is held back until the next read (or EOF), so no chunk ends inside one.
+// pump copies one pipe into the ring until EOF or until the pipe is closed
+// (a terminal: until EIO, then terminalEIO). It never waits for a reader. A
+// multi-byte UTF-8 character split by a read is held back until the next
+// read (or EOF), so no chunk ends inside one.
 func (c *Command) pump(f *os.File, s ringbuf.Stream, done func()) {
 	defer done()
 	bp := pumpBufs.Get().(*[]byte)
 	defer pumpBufs.Put(bp)
 	buf := *bp
 	held := 0
+	var total int64
 	for {
+		if hook := testHookPTYRead.Load(); hook != nil && s == ringbuf.PTY {
+			if err := (*hook)(c, total); err != nil {
+				held = c.terminalEIO(f, buf, held, total)
+				c.pumpEnd(s, buf, held)
+				return
+			}
+		}
 		n, err := f.Read(buf[held:])
 		if n > 0 {
+			total += int64(n)
 			data := buf[:held+n]
 			cut := UTF8Prefix(data)
 			c.ring.Append(s, data[:cut])
 			c.m.obs.OutputBytes(s != ringbuf.Stderr, cut)
 			held = copy(buf, data[cut:])
 		}
-		if errors.Is(err, os.ErrDeadlineExceeded) {
+		switch {
+		case errors.Is(err, os.ErrDeadlineExceeded):
 			// The owner ended collection: take what the pipe already holds.
-			held = c.drain(f, s, buf, held)
+			var got int
+			var eio bool
+			held, got, eio = c.drain(f, s, buf, held)
+			if eio {
+				held = c.terminalEIO(f, buf, held, total+int64(got))
+			}
 			err = io.EOF
+		case s == ringbuf.PTY && errors.Is(err, syscall.EIO):
+			held = c.terminalEIO(f, buf, held, total)
 		}
 		if err != nil {
-			if held > 0 {
-				c.ring.Append(s, buf[:held])
-				c.m.obs.OutputBytes(s != ringbuf.Stderr, held)
-			}
+			c.pumpEnd(s, buf, held)
 			return
 		}
 	}
 }
+
+// pumpEnd appends the bytes held back at the end of a stream (an
+// incomplete UTF-8 character: no more is coming).
+func (c *Command) pumpEnd(s ringbuf.Stream, buf []byte, held int) {
+	if held > 0 {
+		c.ring.Append(s, buf[:held])
+		c.m.obs.OutputBytes(s != ringbuf.Stderr, held)
+	}
+}
+
+// ldiscSize is what a terminal master's line discipline holds (Linux's
+// N_TTY_BUF_SIZE less one): output beyond it waits in the kernel's flip
+// buffers until the reader makes room.
+const ldiscSize = 4095
+
+// terminalTailWaits is the schedule on which a terminal's master is read
+// again after it reported EIO (terminalEIO); about 31 ms in all.
+var terminalTailWaits = [...]time.Duration{time.Millisecond, 2 * time.Millisecond, 4 * time.Millisecond, 8 * time.Millisecond, 16 * time.Millisecond}
+
+// terminalEIO reads the rest of a terminal's output once its master has
+// reported EIO (no process holds the terminal any more), and returns the
+// bytes still held back in buf.
+//
+// Linux may report EIO before the end: when the reader fell behind, output
+// the program wrote just before it exited can still sit in the kernel's
+// flip buffers, which a worker moves into the line discipline only later
+// (seen on 6.18: a read returned EIO with 11,650 bytes still to come, all of
+// them read 1 ms later; 2 of 19,000 runs of a program writing 20,890 bytes).
+// Such a backlog needs the line discipline to have been full, so a terminal
+// that never produced ldiscSize bytes has nothing left and ends at once.
+// Otherwise the master is read again after each of terminalTailWaits,
+// starting over whenever more came, until a whole schedule brings nothing
+// or maxFinalDrain bytes have come this way.
+func (c *Command) terminalEIO(f *os.File, buf []byte, held int, total int64) int {
+	if total < ldiscSize {
+		return held
+	}
+	late := 0
+	for i := 0; i < len(terminalTailWaits) && late < maxFinalDrain; i++ {
+		time.Sleep(terminalTailWaits[i])
+		var got int
+		held, got, _ = c.drain(f, ringbuf.PTY, buf, held)
+		if got > 0 {
+			late += got
+			i = -1 // more came: the schedule starts over
+		}
+	}
+	if late > 0 {
+		c.log.Debug("terminal output after EIO", zap.Int("bytes", late))
+	}
+	return held
+}
+
+// testHookPTYRead, set by a test only, runs before each read of a
+// terminal's master with the bytes read so far; an error makes the pump
+// act as if the read had reported EIO.
+var testHookPTYRead atomic.Pointer[func(c *Command, total int64) error]
 
 // testHookStdinWriterExit, set by a test only, runs as writeStdin returns
 // (before its wait-group count is given back).
@@ -450,22 +522,24 @@ const maxFinalDrain = 1 << 20
 
 // drain appends what f holds right now (it never waits for more), at most
 // maxFinalDrain bytes, and returns the number of bytes still held back in buf
-// as in pump. f's read deadline has passed; drain clears it.
-func (c *Command) drain(f *os.File, s ringbuf.Stream, buf []byte, held int) int {
+// as in pump, how many it read, and whether it stopped at EIO (a terminal
+// no process holds). f's read deadline may have passed; drain clears it.
+func (c *Command) drain(f *os.File, s ringbuf.Stream, buf []byte, held int) (_ int, total int, eio bool) {
 	if f.SetReadDeadline(time.Time{}) != nil {
-		return held
+		return held, 0, false
 	}
 	rc, err := f.SyscallConn()
 	if err != nil {
-		return held
+		return held, 0, false
 	}
 	_ = rc.Read(func(fd uintptr) bool {
-		for total := 0; total < maxFinalDrain; {
+		for total < maxFinalDrain {
 			n, err := syscall.Read(int(fd), buf[held:])
 			if err == syscall.EINTR {
 				continue
 			}
 			if n <= 0 || err != nil {
+				eio = err == syscall.EIO
 				return true // EAGAIN (empty), EOF or an error: done either way
 			}
 			total += n
@@ -477,7 +551,7 @@ func (c *Command) drain(f *os.File, s ringbuf.Stream, buf []byte, held int) int 
 		}
 		return true
 	})
-	return held
+	return held, total, eio
 }
 
 // UTF8Prefix returns the length of the longest prefix of p that does not
