@@ -469,6 +469,9 @@ func (c *Command) pumpEnd(s ringbuf.Stream, buf []byte, held int) {
 // buffers until the reader makes room.
 const ldiscSize = 4095
 
+// terminalTailMax bounds terminalEIO's re-reads in time.
+const terminalTailMax = 250 * time.Millisecond
+
 // terminalTailWaits is the schedule on which a terminal's master is read
 // again after it reported EIO (terminalEIO); about 31 ms in all.
 var terminalTailWaits = [...]time.Duration{time.Millisecond, 2 * time.Millisecond, 4 * time.Millisecond, 8 * time.Millisecond, 16 * time.Millisecond}
@@ -485,14 +488,16 @@ var terminalTailWaits = [...]time.Duration{time.Millisecond, 2 * time.Millisecon
 // Such a backlog needs the line discipline to have been full, so a terminal
 // that never produced ldiscSize bytes has nothing left and ends at once.
 // Otherwise the master is read again after each of terminalTailWaits,
-// starting over whenever more came, until a whole schedule brings nothing
-// or maxFinalDrain bytes have come this way.
+// starting over whenever more came, until a whole schedule brings nothing,
+// maxFinalDrain bytes have come this way, or terminalTailMax has passed (a
+// process that opened the terminal again after EIO and writes slowly).
 func (c *Command) terminalEIO(f *os.File, buf []byte, held int, total int64) int {
 	if total < ldiscSize {
 		return held
 	}
 	late := 0
-	for i := 0; i < len(terminalTailWaits) && late < maxFinalDrain; i++ {
+	end := time.Now().Add(terminalTailMax)
+	for i := 0; i < len(terminalTailWaits) && late < maxFinalDrain && time.Now().Before(end); i++ {
 		time.Sleep(terminalTailWaits[i])
 		var got int
 		held, got, _ = c.drain(f, ringbuf.PTY, buf, held)

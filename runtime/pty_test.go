@@ -341,6 +341,43 @@ func TestPTYLimits(t *testing.T) {
 
 func tail(b []byte) []byte { return b[max(0, len(b)-64):] }
 
+// TestPTYEarlyEIORereadsAreBounded: the re-reads after a terminal's EIO
+// end by terminalTailMax even when output keeps coming (a process that
+// opened the terminal again and writes a line every few ms, which would keep
+// the schedule starting over until maxFinalDrain, hours away). The pump is
+// held so that terminalEIO is the terminal's only reader.
+func TestPTYEarlyEIORereadsAreBounded(t *testing.T) {
+	m := newManager(t, nil)
+	release := make(chan struct{})
+	hook := func(*Command, int64) error {
+		<-release
+		return nil
+	}
+	testHookPTYRead.Store(&hook)
+	t.Cleanup(func() { testHookPTYRead.Store(nil) })
+	// One process writing a line every millisecond (no fork between lines:
+	// only a pause of 30 ms or more would end the schedule without the bound).
+	c := mustCreate(t, m, ptyReq("/usr/bin/python3", "-c", "import sys, time\nwhile True:\n    sys.stdout.write('x\\n'); sys.stdout.flush(); time.sleep(0.001)"))
+	defer func() {
+		close(release) // first: a kill waits for the pump
+		c.Kill(context.Background())
+		waitDone(t, c)
+	}()
+	returned := make(chan struct{})
+	go func() {
+		defer close(returned)
+		c.terminalEIO(c.proc.PTY, make([]byte, pumpBufSize), 0, ldiscSize)
+	}()
+	select {
+	case <-returned:
+	case <-time.After(10 * time.Second):
+		t.Fatal("terminalEIO was still reading a writing terminal after 10 s")
+	}
+	if st := c.Status(); st.PTYBytes == 0 {
+		t.Errorf("pty_bytes 0: the re-reads read nothing of a terminal that was writing")
+	}
+}
+
 // TestPTYOutputAfterEarlyEIO: a terminal's output that the kernel still
 // holds when its master reports EIO is read all the same (terminalEIO).
 // Linux does report EIO early now and then when the reader fell behind
@@ -348,55 +385,63 @@ func tail(b []byte) []byte { return b[max(0, len(b)-64):] }
 // standalone program saw it 2 times in 19,000). The test makes that moment
 // certain: the pump does not read until the program has written all its
 // output (7,890 bytes, more than the line discipline's 4,095, so the rest
-// waits in the flip buffers) and exited; it reads once (the line
-// discipline's 4,095 bytes), then the hook reports EIO in place of the
-// next read, with the flip buffers' bytes still to come.
+// waits in the flip buffers) and exited; once it has read the line
+// discipline's worth, the hook reports EIO in place of the next read, with
+// the flip buffers' bytes still to come. (Should the pump have read it all
+// by then, the moment was not made: the command is run again, up to 5
+// times.)
 func TestPTYOutputAfterEarlyEIO(t *testing.T) {
 	m := newManager(t, nil)
-	var calls atomic.Int32
-	exited := make(chan error, 1)
-	hook := func(c *Command, total int64) error {
-		switch calls.Add(1) {
-		case 1:
-			select {
-			case <-c.proc.Done():
-				exited <- nil
-			case <-time.After(20 * time.Second):
-				exited <- errors.New("the program did not exit with its output unread")
-			}
-			return nil
-		case 2:
-			if total < ldiscSize {
-				return nil // the kernel had less in the line discipline: no early EIO to make
-			}
-			return syscall.EIO
-		}
-		return nil
-	}
-	testHookPTYRead.Store(&hook)
-	t.Cleanup(func() { testHookPTYRead.Store(nil) })
-	c := mustCreate(t, m, ptyReq("sh", "-c", "i=0; while [ $i -lt 800 ]; do echo line-$i; i=$((i+1)); done"))
-	st := waitDone(t, c)
-	if err := <-exited; err != nil {
-		t.Fatal(err)
-	}
 	var want int64
 	for i := 0; i < 800; i++ {
 		want += int64(len("line-"+strconv.Itoa(i)) + 2)
 	}
-	if calls.Load() != 2 {
-		t.Errorf("the hook ran %d times; want 2 (the early EIO ends the pump's own reads)", calls.Load())
-	}
-	res, err := c.Read(0, 1<<20, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []byte
-	for _, r := range res.Records {
-		out = append(out, r.Data...)
-	}
-	if st.PTYBytes != want || !strings.HasSuffix(string(out), "line-799\r\n") {
-		t.Errorf("pty_bytes %d, output ends %q; want all %d bytes, ending with line-799", st.PTYBytes, tail(out), want)
+	t.Cleanup(func() { testHookPTYRead.Store(nil) })
+	for try := 1; ; try++ {
+		var calls atomic.Int32
+		var firedAt atomic.Int64
+		firedAt.Store(-1)
+		exited := make(chan error, 1)
+		hook := func(c *Command, total int64) error {
+			if calls.Add(1) == 1 {
+				select {
+				case <-c.proc.Done():
+					exited <- nil
+				case <-time.After(20 * time.Second):
+					exited <- errors.New("the program did not exit with its output unread")
+				}
+				return nil
+			}
+			if total < ldiscSize || firedAt.Load() >= 0 {
+				return nil
+			}
+			firedAt.Store(total)
+			return syscall.EIO
+		}
+		testHookPTYRead.Store(&hook)
+		c := mustCreate(t, m, ptyReq("sh", "-c", "i=0; while [ $i -lt 800 ]; do echo line-$i; i=$((i+1)); done"))
+		st := waitDone(t, c)
+		testHookPTYRead.Store(nil)
+		if err := <-exited; err != nil {
+			t.Fatal(err)
+		}
+		res, err := c.Read(0, 1<<20, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []byte
+		for _, r := range res.Records {
+			out = append(out, r.Data...)
+		}
+		if st.PTYBytes != want || !strings.HasSuffix(string(out), "line-799\r\n") {
+			t.Fatalf("pty_bytes %d (the early EIO after %d), output ends %q; want all %d bytes, ending with line-799", st.PTYBytes, firedAt.Load(), tail(out), want)
+		}
+		if at := firedAt.Load(); at >= 0 && at < want {
+			return // the early EIO came with output still to read, and none was lost
+		}
+		if try == 5 {
+			t.Fatalf("in 5 runs the pump never got to an early EIO with output still to read (last: after %d of %d bytes)", firedAt.Load(), want)
+		}
 	}
 }
 
