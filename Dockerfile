@@ -23,7 +23,7 @@
 #
 # Offline, from a binary built on the host:
 #
-#   CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=$V" \
+#   CGO_ENABLED=0 go build -trimpath -tags grpcnotrace -ldflags "-s -w -X main.version=$V" \
 #       -o dist/sandbox-runtime ./cmd/sandbox-runtime
 #   docker build --target runtime-prebuilt -t sandbox-runtime .
 #   docker build --target python-prebuilt --build-arg PYTHON_IMAGE=local/python:bookworm .
@@ -216,7 +216,7 @@ COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
 ARG VERSION=dev
-RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=${VERSION}" \
+RUN CGO_ENABLED=0 go build -trimpath -tags grpcnotrace -ldflags "-s -w -X main.version=${VERSION}" \
         -o /out/sandbox-runtime ./cmd/sandbox-runtime \
     && /out/sandbox-runtime --version
 

@@ -12,6 +12,9 @@ GO      ?= go
 BIN     ?= bin/sandbox-runtime
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
+# The daemon's build tags (internal/daemontest.BuildTags; internal/deps checks
+# every build line): grpcnotrace leaves out x/net/trace and html/template.
+BUILD_TAGS := grpcnotrace
 
 # `make run`: the daemon on loopback (RUN_ADDR) with a fresh temporary base dir
 # (RUN_BASE_DIR to choose one), never the source tree: it runs whatever it is
@@ -38,13 +41,13 @@ RELIABILITY_ARGS ?= -timeout 20m
 all: lint test build
 
 build:
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/sandbox-runtime
+	CGO_ENABLED=0 $(GO) build -trimpath -tags '$(BUILD_TAGS)' -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/sandbox-runtime
 
 run:
 	@base='$(RUN_BASE_DIR)'; \
 	if [ -z "$$base" ]; then base=$$(mktemp -d "$${TMPDIR:-/tmp}/sandbox-runtime-run.XXXXXX") || exit 1; fi; \
 	echo "make run: listening on $(RUN_ADDR), base dir $$base"; \
-	exec $(GO) run -ldflags '$(LDFLAGS)' ./cmd/sandbox-runtime --addr '$(RUN_ADDR)' --base-dir "$$base" $(ARGS)
+	exec $(GO) run -tags '$(BUILD_TAGS)' -ldflags '$(LDFLAGS)' ./cmd/sandbox-runtime --addr '$(RUN_ADDR)' --base-dir "$$base" $(ARGS)
 
 # Every test binary runs under internal/testexec (go test -exec): in a PID
 # namespace of its own where Linux allows it, so that no process a test

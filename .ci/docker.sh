@@ -179,7 +179,7 @@ command -v go >/dev/null || fail "go is not on PATH"
 # shellcheck disable=SC2016 # expanded by the inner shell / by jq
 background gobuild '
 	mkdir -p dist &&
-		CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=$1" \
+		CGO_ENABLED=0 go build -trimpath -tags grpcnotrace -ldflags "-s -w -X main.version=$1" \
 			-o dist/sandbox-runtime ./cmd/sandbox-runtime &&
 		echo $SECONDS >"$2"' _ "$VERSION" "$T/gobuild.secs"
 gobuild_pid=$bg_pid
