@@ -1,63 +1,23 @@
 package api
 
 import (
-	"bytes"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
+
+	"github.com/sandbox-runtime/sandbox-runtime/internal/conntest"
 )
-
-// writeLog records every Write of the connections a listener accepted.
-type writeLog struct {
-	mu     sync.Mutex
-	writes [][]byte
-}
-
-func (l *writeLog) all() [][]byte {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return append([][]byte(nil), l.writes...)
-}
-
-type loggingListener struct {
-	net.Listener
-	log *writeLog
-}
-
-func (ll loggingListener) Accept() (net.Conn, error) {
-	c, err := ll.Listener.Accept()
-	if err != nil {
-		return nil, err
-	}
-	return &loggingConn{TCPConn: c.(*net.TCPConn), log: ll.log}, nil
-}
-
-// loggingConn keeps *net.TCPConn's methods (SyscallConn: the stream's
-// socket options still apply) and records each Write.
-type loggingConn struct {
-	*net.TCPConn
-	log *writeLog
-}
-
-func (c *loggingConn) Write(p []byte) (int, error) {
-	c.log.mu.Lock()
-	c.log.writes = append(c.log.writes, bytes.Clone(p))
-	c.log.mu.Unlock()
-	return c.TCPConn.Write(p)
-}
 
 // TestStreamLastLineWithClosingChunk: a command's stream ends in one write,
 // the exit line together with HTTP's closing chunk (sink.last), not a flush
 // of the exit line and a write of 5 bytes after it; an `end` line likewise.
 func TestStreamLastLineWithClosingChunk(t *testing.T) {
 	ts := newTestServer(t, nil)
-	log := &writeLog{}
+	log := &conntest.Log{}
 	hs := httptest.NewUnstartedServer(ts.Handler())
-	hs.Listener = loggingListener{Listener: hs.Listener, log: log}
+	hs.Listener = conntest.Listener{Listener: hs.Listener, Log: log}
 	hs.Config.ConnContext = ConnContext
 	hs.Config.ConnState = ts.ConnState
 	hs.Start()
@@ -83,11 +43,11 @@ func TestStreamLastLineWithClosingChunk(t *testing.T) {
 	}
 	lastWrite := func() string {
 		t.Helper()
-		w := log.all()
+		w := log.Writes()
 		if len(w) == 0 {
 			t.Fatal("no writes recorded")
 		}
-		return string(w[len(w)-1])
+		return string(w[len(w)-1].Data)
 	}
 
 	body := do("POST", "/v1/commands?stream=true", `{"argv":["echo","hi"]}`)
@@ -98,19 +58,19 @@ func TestStreamLastLineWithClosingChunk(t *testing.T) {
 	if !strings.Contains(last, `"type":"exit"`) || !strings.HasSuffix(last, "0\r\n\r\n") {
 		t.Errorf("the last write is %q; want the exit line and the closing chunk in one write", last)
 	}
-	if n := len(log.all()); n > 3 {
+	if n := len(log.Writes()); n > 3 {
 		t.Errorf("%d writes for an echo hi stream; want at most 3 (headers and started, output, exit and the closing chunk)", n)
 	}
 
 	// A replay that ends caught up (no follow) ends with its `end` line.
 	id := between(body, `"command_id":"`, `"`)
-	before := len(log.all())
+	before := len(log.Writes())
 	body = do("GET", "/v1/commands/"+id+"/output?cursor=0&follow=false", "")
 	if !strings.Contains(body, `"type":"end"`) && !strings.Contains(body, `"type":"exit"`) {
 		t.Fatalf("replay %q has no last line", body)
 	}
 	last = lastWrite()
-	if len(log.all()) == before || !strings.HasSuffix(last, "0\r\n\r\n") || !strings.Contains(last, `{"type":`) {
+	if len(log.Writes()) == before || !strings.HasSuffix(last, "0\r\n\r\n") || !strings.Contains(last, `{"type":`) {
 		t.Errorf("the replay's last write is %q; want its last line and the closing chunk in one write", last)
 	}
 }

@@ -4,78 +4,15 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/sandbox-runtime/sandbox-runtime/api"
+	"github.com/sandbox-runtime/sandbox-runtime/internal/conntest"
 )
-
-// deadlineLog records, for every Write of the connections a listener
-// accepted, how many bytes it wrote and the write deadline it had.
-type deadlineLog struct {
-	mu     sync.Mutex
-	writes []timedWrite
-	conns  int
-}
-
-type timedWrite struct {
-	n            int
-	at, deadline time.Time
-}
-
-type deadlineListener struct {
-	net.Listener
-	log *deadlineLog
-}
-
-func (l deadlineListener) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if err != nil {
-		return nil, err
-	}
-	l.log.mu.Lock()
-	l.log.conns++
-	l.log.mu.Unlock()
-	return &deadlineConn{TCPConn: c.(*net.TCPConn), log: l.log}, nil
-}
-
-// deadlineConn keeps *net.TCPConn's methods and records the deadline each
-// Write is made under.
-type deadlineConn struct {
-	*net.TCPConn
-	log      *deadlineLog
-	mu       sync.Mutex
-	deadline time.Time
-}
-
-func (c *deadlineConn) SetWriteDeadline(t time.Time) error {
-	c.mu.Lock()
-	c.deadline = t
-	c.mu.Unlock()
-	return c.TCPConn.SetWriteDeadline(t)
-}
-
-func (c *deadlineConn) SetDeadline(t time.Time) error {
-	c.mu.Lock()
-	c.deadline = t
-	c.mu.Unlock()
-	return c.TCPConn.SetDeadline(t)
-}
-
-func (c *deadlineConn) Write(p []byte) (int, error) {
-	c.mu.Lock()
-	d := c.deadline
-	c.mu.Unlock()
-	c.log.mu.Lock()
-	c.log.writes = append(c.log.writes, timedWrite{n: len(p), at: time.Now(), deadline: d})
-	c.log.mu.Unlock()
-	return c.TCPConn.Write(p)
-}
 
 // TestLegacyExecuteEveryWriteHasADeadline: every write of an /execute
 // answer has a write deadline, including what net/http writes after the
@@ -86,9 +23,9 @@ func (c *deadlineConn) Write(p []byte) (int, error) {
 // request on it is answered.
 func TestLegacyExecuteEveryWriteHasADeadline(t *testing.T) {
 	ts := newTestServer(t, nil)
-	log := &deadlineLog{}
+	log := &conntest.Log{}
 	hs := httptest.NewUnstartedServer(ts.Server.Handler())
-	hs.Listener = deadlineListener{Listener: hs.Listener, log: log}
+	hs.Listener = conntest.Listener{Listener: hs.Listener, Log: log}
 	hs.Config.ConnContext = api.ConnContext
 	hs.Config.ConnState = ts.Server.ConnState
 	hs.Start()
@@ -115,17 +52,16 @@ func TestLegacyExecuteEveryWriteHasADeadline(t *testing.T) {
 			t.Fatalf("request %d: status %d, %v, answer %.200q", i, resp.StatusCode, err, answer)
 		}
 	}
-	log.mu.Lock()
-	defer log.mu.Unlock()
-	if log.conns != 1 {
-		t.Errorf("%d connections; want the three requests on one", log.conns)
+	if n := log.Conns(); n != 1 {
+		t.Errorf("%d connections; want the three requests on one", n)
 	}
-	if len(log.writes) < 4 {
-		t.Fatalf("%d writes recorded; want the long answer in several", len(log.writes))
+	writes := log.Writes()
+	if len(writes) < 4 {
+		t.Fatalf("%d writes recorded; want the long answer in several", len(writes))
 	}
-	for i, w := range log.writes {
-		if w.deadline.IsZero() || !w.deadline.After(w.at) {
-			t.Errorf("write %d of %d (%d bytes) had deadline %v at %v; want one in the future", i, len(log.writes), w.n, w.deadline, w.at)
+	for i, w := range writes {
+		if w.Deadline.IsZero() || !w.Deadline.After(w.At) {
+			t.Errorf("write %d of %d (%d bytes) had deadline %v at %v; want one in the future", i, len(writes), len(w.Data), w.Deadline, w.At)
 		}
 	}
 }
