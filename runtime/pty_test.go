@@ -378,6 +378,61 @@ func TestPTYEarlyEIORereadsAreBounded(t *testing.T) {
 	}
 }
 
+// TestPTYDribblerAfterEIODoesNotHoldTheCommand: a background job that
+// opens the terminal again and again and writes a byte every 10 ms (the
+// attack on the first terminalEIO, which started its schedule over for
+// every byte and held the command for hours, out of reach of kill and
+// shutdown) does not hold the command: it ends while the job still runs
+// (the job writes for 10 s, then makes a file; the command ends within its
+// pipe grace and terminalTailMax). The job holds no descriptor of the
+// terminal, only an O_PATH one it reopens it through (a /dev/pts path may
+// not exist: the daemon opens its terminals with TIOCGPTPEER). It is one
+// python3 process, out of the command's reach once that has ended, killed
+// by its PID.
+func TestPTYDribblerAfterEIODoesNotHoldTheCommand(t *testing.T) {
+	m := newManager(t, nil)
+	dir := t.TempDir()
+	job := `import os, signal, sys, time
+signal.signal(signal.SIGHUP, signal.SIG_IGN)
+tty = os.open("/proc/self/fd/1", os.O_PATH)  # fd 0 of an & job is /dev/null
+null = os.open("/dev/null", os.O_RDWR)
+for fd in (0, 1, 2):
+    os.dup2(null, fd)
+with open(sys.argv[1] + "/pid.tmp", "w") as f:
+    f.write(str(os.getpid()))
+os.rename(sys.argv[1] + "/pid.tmp", sys.argv[1] + "/pid")
+for i in range(1000):
+    try:
+        fd = os.open("/proc/self/fd/%d" % tty, os.O_WRONLY | os.O_NOCTTY)
+        os.write(fd, b"x")
+        os.close(fd)
+    except OSError:
+        pass
+    time.sleep(0.01)
+open(sys.argv[1] + "/done", "w").close()`
+	script := `head -c 6000 /dev/zero | tr '\0' a; echo
+/usr/bin/python3 -c "$2" "$1" &
+while [ ! -e "$1/pid" ]; do sleep 0.01; done`
+	c := mustCreate(t, m, ptyReq("sh", "-c", script, "sh", dir, job))
+	st := waitDone(t, c)
+	_, err := os.Stat(dir + "/done")
+	b, perr := os.ReadFile(dir + "/pid")
+	if pid, _ := strconv.Atoi(string(b)); perr == nil && pid > 0 {
+		syscall.Kill(pid, syscall.SIGKILL)
+		if !waitExited(t, pid, 10*time.Second) {
+			t.Errorf("the job (pid %d) outlived SIGKILL for 10 s", pid)
+		}
+	} else {
+		t.Errorf("no pid of the job: %q, %v", b, perr)
+	}
+	if err == nil {
+		t.Errorf("the command (pty_bytes %d) ended only after the job that kept writing to its terminal", st.PTYBytes)
+	}
+	if st.PTYBytes < 6000 {
+		t.Errorf("pty_bytes %d; want the 6,000 bytes the leader wrote at least", st.PTYBytes)
+	}
+}
+
 // TestPTYOutputAfterEarlyEIO: a terminal's output that the kernel still
 // holds when its master reports EIO is read all the same (terminalEIO).
 // Linux does report EIO early now and then when the reader fell behind
