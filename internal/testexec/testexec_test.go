@@ -65,13 +65,26 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+// hangForever blocks until the process is killed. Not select {}: in a
+// binary built without -race, a process whose only goroutine blocks there
+// dies at once ("all goroutines are asleep - deadlock!"), and a tree
+// without its hanging processes passed or failed its test for the wrong
+// reason (go test ./internal/testexec/ without -race failed
+// TestCICheckProcMountedOver: the orphan it looks for was gone). A pending
+// timer keeps the runtime from calling it a deadlock.
+func hangForever() {
+	for {
+		time.Sleep(time.Hour)
+	}
+}
+
 // runHelper is one process of a test-like tree. Every process that stays
 // reports "ready" on its stdout once everything below it is ready.
 func runHelper(name string, args []string) int {
 	switch name {
 	case "hang":
 		fmt.Println("ready")
-		select {}
+		hangForever()
 	case "setsid-parent":
 		// A grandchild in a session of its own, then exit: it is orphaned.
 		if err := startReady("hang", nil, &syscall.SysProcAttr{Setsid: true}); err != nil {
@@ -90,7 +103,7 @@ func runHelper(name string, args []string) int {
 			return fail(err)
 		}
 		fmt.Println("ready")
-		select {}
+		hangForever()
 	case "tree", "tree-exit":
 		for _, c := range []struct {
 			name string
@@ -104,7 +117,7 @@ func runHelper(name string, args []string) int {
 		if name == "tree-exit" {
 			return 0 // leave the tree behind
 		}
-		select {}
+		hangForever()
 	case "exit":
 		n, _ := strconv.Atoi(args[0])
 		return n
