@@ -14,8 +14,11 @@ import (
 // feedUnreadCost is what a feed subscriber that never reads may cost the
 // daemon (live heap and goroutine stacks, its connection included) while
 // its writes are blocked: the figure protocol.md §4 "The event feed"
-// documents (about 40 KiB; 35 KiB measured). The race detector's shadow
-// state adds about half.
+// documents (about 40 KiB; 34-35 KiB measured). Under the race detector
+// the same subscriber measured 44-61 KiB (its larger stacks and
+// allocations vary from run to run; 61 failed a 1.5x bound in CI), so the
+// bound is doubled there: still far below the 300 KiB this test guards
+// against.
 const feedUnreadCost = 40 << 10
 
 // unreadBytes is how many bytes wait unread in the kernel for c (SIOCINQ).
@@ -76,7 +79,7 @@ func TestEventFeedUnreadBoundedMemory(t *testing.T) {
 	after := mem()
 	bound := int64(feedUnreadCost)
 	if daemontest.RaceEnabled {
-		bound = bound * 3 / 2
+		bound *= 2
 	}
 	per := (after - before) / n
 	t.Logf("%d unread feed subscribers: heap+stacks %d -> %d KiB, %d KiB each", n, before>>10, after>>10, per>>10)
