@@ -49,7 +49,8 @@ import (
 //     what the pipe already holds (at most maxFinalDrain) and stops: output
 //     written before that moment is never lost to a reader that was
 //     scheduled late. A terminal's EIO, which Linux may report before the
-//     end, is confirmed by Command.terminalEIO (about 31 ms more).
+//     end, is confirmed by Command.terminalEIO (about 31 ms more, at most
+//     terminalTailMax).
 type supervision struct {
 	m       *Manager
 	p       *procgroup.Process
