@@ -51,7 +51,6 @@ func (s *Server) Guard(h http.Handler, g GuardOptions) http.Handler {
 					g.Refuse(rec, http.StatusInternalServerError, "internal", "internal error")
 				}
 			}
-			rec.armTail()
 			status := rec.status()
 			fields := []zap.Field{zap.String("method", r.Method), zap.String("path", r.URL.Path),
 				zap.Int("status", status), zap.Int64("bytes", rec.bytes), zap.Duration("duration", time.Since(start))}

@@ -10,6 +10,7 @@ import (
 
 	"go.uber.org/zap/zaptest"
 
+	"github.com/sandbox-runtime/sandbox-runtime/httpx"
 	"github.com/sandbox-runtime/sandbox-runtime/legacy"
 	"github.com/sandbox-runtime/sandbox-runtime/metrics"
 	"github.com/sandbox-runtime/sandbox-runtime/procgroup"
@@ -74,8 +75,9 @@ func newTestServer(t testing.TB, mutate func(*runtime.Config, *Options)) *testSe
 	opts.Routes, opts.Features, opts.Refuse = lh.Routes(), []string{legacy.Feature}, legacy.Refuse
 	s := New(m, opts)
 	hs := httptest.NewUnstartedServer(s.Handler())
-	hs.Config.ConnContext = ConnContext // as main does
-	hs.Config.ConnState = s.ConnState   // as main does (clears a finished stream's write deadline)
+	hs.Listener = httpx.BoundWrites(hs.Listener) // as main does
+	hs.Config.ConnContext = ConnContext          // as main does
+	hs.Config.ConnState = s.ConnState            // as main does (clears a finished stream's write deadline)
 	hs.Start()
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)

@@ -263,7 +263,6 @@ func (s *Server) middleware(mux *http.ServeMux) http.Handler {
 			if p := recover(); p != nil {
 				s.handlerPanicked(rec, rid, p)
 			}
-			rec.armTail()
 			s.logRequest(rec, r, rid, route, time.Since(start))
 		}()
 		if !s.browserGate(rec, r) {
@@ -406,59 +405,7 @@ type statusRecorder struct {
 	// cmdLogged: the request started a command that logs its own line
 	// (httpx.NoteCommandLogged); a success is then logged at debug.
 	cmdLogged bool
-
-	// ownDeadlines: the handler sets the write deadlines of its answer
-	// itself (http.ResponseController.SetWriteDeadline reached this
-	// recorder: the streams, /execute, the file bodies); the recorder's
-	// default (armWrite) is then off for the rest of the request. Atomic: a
-	// stream lowers its deadline from another goroutine at shutdown.
-	ownDeadlines atomic.Bool
-	hijacked     bool // a WebSocket upgrade took the connection
 }
-
-// answerWriteWait is the default bound of one write of an answer whose
-// handler sets no deadline of its own: the short answers written at once
-// (JSON bodies, refusals, health). net/http gives a write no deadline unless
-// Server.WriteTimeout is set, which would also cut the long answers, so a
-// client that pipelined requests and never read their answers held the
-// connection, its goroutine and its socket buffers (about 3 MB on loopback)
-// for ever once those buffers were full.
-const answerWriteWait = httpx.WriteWait
-
-// armWrite gives the next write of the answer (a Write, a Flush, or what
-// net/http writes after the handler has returned) a deadline of
-// answerWriteWait from now, unless the handler keeps its own.
-func (r *statusRecorder) armWrite() {
-	if r.ownDeadlines.Load() || r.hijacked {
-		return
-	}
-	d := time.Now().Add(answerWriteWait)
-	if c, ok := r.ResponseWriter.(interface{ SetWriteDeadline(time.Time) error }); ok {
-		c.SetWriteDeadline(d) // net/http's own response: no allocation
-		return
-	}
-	http.NewResponseController(r.ResponseWriter).SetWriteDeadline(d) // unsupported (a recorder): none
-}
-
-// SetWriteDeadline is the handler taking the answer's deadlines over
-// (http.ResponseController.SetWriteDeadline finds it here first).
-func (r *statusRecorder) SetWriteDeadline(t time.Time) error {
-	r.ownDeadlines.Store(true)
-	return http.NewResponseController(r.ResponseWriter).SetWriteDeadline(t)
-}
-
-// FlushError flushes under armWrite's deadline (http.ResponseController.Flush
-// finds it here first).
-func (r *statusRecorder) FlushError() error {
-	r.armWrite()
-	return http.NewResponseController(r.ResponseWriter).Flush()
-}
-
-// armTail is called once the handler has returned: what net/http still
-// writes (the buffered answer, the headers of an answer without a body, the
-// closing chunk) gets armWrite's deadline, not one left from a write long
-// ago. net/http clears the connection's deadline once the response is out.
-func (r *statusRecorder) armTail() { r.armWrite() }
 
 // NoteError implements httpx.ErrorNoter.
 func (r *statusRecorder) NoteError(code, msg string) { r.errCode, r.errMsg = code, msg }
@@ -485,7 +432,6 @@ func (r *statusRecorder) Write(p []byte) (int, error) {
 		// 416): its text is the message for the log.
 		r.errMsg += strings.TrimSpace(string(p[:min(len(p), 200-len(r.errMsg))]))
 	}
-	r.armWrite()
 	n, err := r.ResponseWriter.Write(p)
 	r.bytes += int64(n)
 	return n, err
@@ -503,7 +449,7 @@ func (r *statusRecorder) status() int {
 func (r *statusRecorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	conn, rw, err := http.NewResponseController(r.ResponseWriter).Hijack()
 	if err == nil {
-		r.code, r.wroteHeader, r.hijacked = http.StatusSwitchingProtocols, true, true
+		r.code, r.wroteHeader = http.StatusSwitchingProtocols, true
 	}
 	return conn, rw, err
 }

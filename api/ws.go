@@ -3,7 +3,6 @@ package api
 import (
 	"context"
 	"errors"
-	"net"
 	"net/http"
 	"time"
 
@@ -73,7 +72,10 @@ func (s *Server) upgradeWebSocket(w http.ResponseWriter, r *http.Request, writeW
 	if err != nil {
 		return nil, false
 	}
-	if tc, ok := conn.NetConn().(*net.TCPConn); ok {
+	if tc, ok := conn.NetConn().(interface {
+		SetWriteBuffer(int) error
+		SetReadBuffer(int) error
+	}); ok { // a *net.TCPConn, or httpx.BoundWrites's connection of one
 		tc.SetWriteBuffer(attachSendBuffer)
 		if shape.recvBuffer {
 			tc.SetReadBuffer(attachRecvBuffer)

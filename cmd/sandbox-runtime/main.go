@@ -72,6 +72,7 @@ import (
 	"github.com/sandbox-runtime/sandbox-runtime/api"
 	"github.com/sandbox-runtime/sandbox-runtime/cli"
 	"github.com/sandbox-runtime/sandbox-runtime/fsroot"
+	"github.com/sandbox-runtime/sandbox-runtime/httpx"
 	"github.com/sandbox-runtime/sandbox-runtime/legacy"
 	"github.com/sandbox-runtime/sandbox-runtime/metrics"
 	"github.com/sandbox-runtime/sandbox-runtime/procgroup"
@@ -302,7 +303,8 @@ func run(ctx context.Context, stopSignals func(), cfg *config, log *zap.Logger, 
 		ready <- ln.Addr()
 	}
 	serveErr := make(chan error, 3) // one per server: none blocks once run returns
-	go func() { serveErr <- hs.Serve(ln) }()
+	// Every write on the HTTP listeners has a deadline (httpx.BoundWrites).
+	go func() { serveErr <- hs.Serve(httpx.BoundWrites(ln)) }()
 	if gsrv != nil {
 		log.Info("serving sandboxd's gRPC ProcessService", zap.String("addr", grpcAddr), zap.Bool("auth", tokenAsked(gln)))
 		go func() {
@@ -312,7 +314,7 @@ func run(ctx context.Context, stopSignals func(), cfg *config, log *zap.Logger, 
 		}()
 	}
 	if rhs != nil {
-		go func() { serveErr <- rhs.Serve(cfg.restListener) }()
+		go func() { serveErr <- rhs.Serve(httpx.BoundWrites(cfg.restListener)) }()
 	}
 	cleaned := make(chan struct{})
 	stopClean := make(chan struct{})
