@@ -25,14 +25,7 @@ import (
 // a client that pipelined requests and never read held the connection for
 // ever.
 func TestEveryAnswerWriteHasADeadline(t *testing.T) {
-	ts := newTestServer(t, nil)
-	log := &conntest.Log{}
-	hs := httptest.NewUnstartedServer(ts.Handler())
-	hs.Listener = httpx.BoundWrites(conntest.Listener{Listener: hs.Listener, Log: log}) // as main does
-	hs.Config.ConnContext = ConnContext
-	hs.Config.ConnState = ts.ConnState
-	hs.Start()
-	t.Cleanup(hs.Close)
+	hs, log := recordingServer(t, newTestServer(t, nil), nil)
 	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxConnsPerHost: 1}}
 	t.Cleanup(client.CloseIdleConnections)
 
@@ -170,15 +163,9 @@ func TestNetHTTPsOwnWritesHaveADeadline(t *testing.T) {
 		{"501", health + "POST /v1/health HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: gzip\r\n\r\n", "501 Not Implemented"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ts := newTestServer(t, nil)
-			log := &conntest.Log{}
-			hs := httptest.NewUnstartedServer(ts.Handler())
-			hs.Listener = httpx.BoundWrites(conntest.Listener{Listener: hs.Listener, Log: log}) // as main does
-			hs.Config.ConnContext = ConnContext
-			hs.Config.ConnState = ts.ConnState
-			hs.Config.MaxHeaderBytes = 64 << 10 // as main's
-			hs.Start()
-			t.Cleanup(hs.Close)
+			hs, log := recordingServer(t, newTestServer(t, nil), func(s *http.Server) {
+				s.MaxHeaderBytes = 64 << 10 // as main's
+			})
 			c, err := net.Dial("tcp", hs.Listener.Addr().String())
 			if err != nil {
 				t.Fatal(err)
@@ -277,4 +264,22 @@ func TestLargeAnswerToASteadyReaderIsNotCut(t *testing.T) {
 		t.Fatalf("read %d of %d bytes in %v: %v; want the whole listing", n, resp.ContentLength, time.Since(start), err)
 	}
 	t.Logf("%d bytes at 150 KB/s in %v", n, time.Since(start))
+}
+
+// recordingServer serves ts's handler as main does (httpx.BoundWrites,
+// ConnContext, ConnState) on a listener that records every write and its
+// deadline; config, if set, adjusts the http.Server before it starts.
+func recordingServer(t *testing.T, ts *testServer, config func(*http.Server)) (*httptest.Server, *conntest.Log) {
+	t.Helper()
+	log := &conntest.Log{}
+	hs := httptest.NewUnstartedServer(ts.Handler())
+	hs.Listener = httpx.BoundWrites(conntest.Listener{Listener: hs.Listener, Log: log})
+	hs.Config.ConnContext = ConnContext
+	hs.Config.ConnState = ts.ConnState
+	if config != nil {
+		config(hs.Config)
+	}
+	hs.Start()
+	t.Cleanup(hs.Close)
+	return hs, log
 }

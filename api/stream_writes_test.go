@@ -3,25 +3,15 @@ package api
 import (
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
-
-	"github.com/sandbox-runtime/sandbox-runtime/internal/conntest"
 )
 
 // TestStreamLastLineWithClosingChunk: a command's stream ends in one write,
 // the exit line together with HTTP's closing chunk (sink.last), not a flush
 // of the exit line and a write of 5 bytes after it; an `end` line likewise.
 func TestStreamLastLineWithClosingChunk(t *testing.T) {
-	ts := newTestServer(t, nil)
-	log := &conntest.Log{}
-	hs := httptest.NewUnstartedServer(ts.Handler())
-	hs.Listener = conntest.Listener{Listener: hs.Listener, Log: log}
-	hs.Config.ConnContext = ConnContext
-	hs.Config.ConnState = ts.ConnState
-	hs.Start()
-	t.Cleanup(hs.Close)
+	hs, log := recordingServer(t, newTestServer(t, nil), nil)
 
 	do := func(method, path, body string) string {
 		t.Helper()
