@@ -2,12 +2,16 @@ package api
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -282,4 +286,69 @@ func recordingServer(t *testing.T, ts *testServer, config func(*http.Server)) (*
 	hs.Start()
 	t.Cleanup(hs.Close)
 	return hs, log
+}
+
+// TestSlowFileReadersAreNotCut: a file body larger than loopback's
+// autotuned send buffer (4 MiB), read at a steady 40 KB/s (above the
+// promised 25.6 KiB/s) for 15 s and then at full speed, arrives whole:
+// through GET /v1/files (its own deadline per 256 KiB) and legacy
+// /download (BoundWrites' default), at once. Found by the attack on
+// BoundWrites: both were cut at 10 s at 28-120 KB/s, because a write
+// blocked on a full 4 MiB send buffer is woken only once about a third of
+// it has drained; every connection now holds at most httpx.DefaultUnsent
+// unsent (TCP_NOTSENT_LOWAT).
+func TestSlowFileReadersAreNotCut(t *testing.T) {
+	ts := newTestServer(t, nil)
+	const size = 8 << 20
+	if err := os.WriteFile(filepath.Join(ts.BaseDir, "big.bin"), bytes.Repeat([]byte("0123456789abcdef"), size/16), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	paths := []string{"/v1/files/big.bin", "/download/big.bin"}
+	errs := make(chan error, len(paths))
+	for _, p := range paths {
+		go func() { errs <- slowThenFast(ts, p, size) }()
+	}
+	for range paths {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+// slowThenFast reads path at 40 KB/s for 15 s through a 16 KiB receive
+// buffer, then at full speed, and checks that all size bytes came.
+func slowThenFast(ts *testServer, path string, size int64) error {
+	// The small receive buffer is set before the connection is made, as a
+	// slow client's would be: shrunk after the handshake, the window the
+	// sender was told about can no longer be honoured.
+	d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
+		return rc.Control(func(fd uintptr) { syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 16<<10) })
+	}}
+	conn, err := d.Dial("tcp", strings.TrimPrefix(ts.URL, "http://"))
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(60 * time.Second)) // bounded
+	if _, err := conn.Write([]byte("GET " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")); err != nil {
+		return err
+	}
+	resp, err := http.ReadResponse(bufio.NewReaderSize(conn, 4<<10), nil)
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 || resp.ContentLength != size {
+		return fmt.Errorf("%s: %d, Content-Length %d", path, resp.StatusCode, resp.ContentLength)
+	}
+	slow := &throttledReader{r: resp.Body, rate: 40_000}
+	n, err := io.Copy(io.Discard, io.LimitReader(slow, 40_000*15))
+	if err != nil {
+		return fmt.Errorf("%s: cut after %d bytes read at 40 KB/s: %w", path, n, err)
+	}
+	m, err := io.Copy(io.Discard, resp.Body)
+	if err != nil || n+m != size {
+		return fmt.Errorf("%s: %d of %d bytes (%d at 40 KB/s, then %d): %v; want all of it", path, n+m, size, n, m, err)
+	}
+	return nil
 }

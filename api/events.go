@@ -25,7 +25,7 @@ import (
 // read of the log copies out (about 1 KiB each while held, 410 bytes as a
 // line); the NDJSON lines are written once they reach feedFlushSize, and a
 // write blocked on a client that does not read (the connection's unsent
-// bound, limitUnsent) stops the encoding. Output streams' 64 KiB flushes
+// bound, httpx.LimitUnsent) stops the encoding. Output streams' 64 KiB flushes
 // and a batch of 256 made each unread subscriber hold about 300 KiB.
 const (
 	feedBatch     = 16

@@ -262,8 +262,8 @@ func (s *Server) listDir(w http.ResponseWriter, r *http.Request, in pycompat.InB
 	// and the kernel holds little unsent: a client that stops reading is
 	// cut within httpx.WriteWait and gives its share of the budget back.
 	if conn := requestConn(r.Context()); conn != nil {
-		limitUnsent(conn, streamUnsentLimit)
-		defer limitUnsent(conn, 0)
+		httpx.LimitUnsent(conn, streamUnsentLimit)
+		defer httpx.LimitUnsent(conn, httpx.DefaultUnsent)
 	}
 	bound := &httpx.WriteBound{RC: http.NewResponseController(w), Wait: httpx.WriteWait}
 	w.Header().Set("Content-Type", "application/json")

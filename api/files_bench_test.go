@@ -59,3 +59,33 @@ func BenchmarkFilesPut(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkFilesGetLarge is one GET of a 64 MiB file to a client that
+// reads as fast as it can, through /v1/files and legacy /download: the
+// cost of the connection's unsent limit (httpx.DefaultUnsent) and of the
+// per-chunk write deadlines on a fast reader.
+// go test -run '^$' -bench FilesGetLarge -benchtime 20x ./api/
+func BenchmarkFilesGetLarge(b *testing.B) {
+	ts := newTestServer(b, nil)
+	const size = 64 << 20
+	if err := os.WriteFile(filepath.Join(ts.BaseDir, "big.bin"), []byte(strings.Repeat("x", size)), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	for _, path := range []string{"/v1/files/big.bin", "/download/big.bin"} {
+		b.Run(strings.Split(path, "/")[1], func(b *testing.B) {
+			client := &http.Client{}
+			b.SetBytes(size)
+			for b.Loop() {
+				resp, err := client.Get(ts.URL + path)
+				if err != nil {
+					b.Fatal(err)
+				}
+				n, _ := io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != 200 || n != size {
+					b.Fatalf("status %d, %d bytes", resp.StatusCode, n)
+				}
+			}
+		})
+	}
+}

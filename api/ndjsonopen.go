@@ -20,13 +20,13 @@ import (
 // net/http writes after the handler (the last line, sink.last, and the
 // closing chunk; ConnState clears it once the response is complete, as
 // net/http resets deadlines only with Server.WriteTimeout), the unsent
-// limit off. A stream whose write failed has a broken connection, which
+// limit back to the connection's (httpx.DefaultUnsent). A stream whose write failed has a broken connection, which
 // net/http closes; once shutdown has lowered the deadline the connection
 // is ending and done leaves it so.
 func (s *Server) openNDJSON(w http.ResponseWriter, r *http.Request, window time.Duration) (sink *ndjsonSink, done func()) {
 	conn := requestConn(r.Context())
 	if conn != nil {
-		limitUnsent(conn, streamUnsentLimit)
+		httpx.LimitUnsent(conn, streamUnsentLimit)
 	}
 	rc := http.NewResponseController(w)
 	sink = &ndjsonSink{w: w, rc: rc, bound: httpx.WriteBound{RC: rc, Wait: streamWriteWait}}
@@ -36,7 +36,7 @@ func (s *Server) openNDJSON(w http.ResponseWriter, r *http.Request, window time.
 		if stopShutdown() {
 			sink.armDeadline()
 			if conn != nil {
-				limitUnsent(conn, 0)
+				httpx.LimitUnsent(conn, httpx.DefaultUnsent)
 			}
 		}
 	}

@@ -9,30 +9,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// tcpNotsentLowat is TCP_NOTSENT_LOWAT (linux/tcp.h), absent from syscall.
-const tcpNotsentLowat = 0x19
-
-// limitUnsent makes the kernel hold at most about n bytes of c that are
-// not yet sent (TCP_NOTSENT_LOWAT): a write to a slow reader then blocks
-// once the reader's window and n bytes are queued, instead of filling a
-// send buffer that autotuning grows to megabytes. Throughput is not
-// affected: what is in flight is still governed by the peer's window.
-// Errors are ignored; the limit is an optimisation of how soon a stream
-// can end.
-func limitUnsent(c net.Conn, n int) {
-	sc, ok := c.(syscall.Conn)
-	if !ok {
-		return
-	}
-	raw, err := sc.SyscallConn()
-	if err != nil {
-		return
-	}
-	raw.Control(func(fd uintptr) {
-		syscall.SetsockoptInt(int(fd), syscall.IPPROTO_TCP, tcpNotsentLowat, n)
-	})
-}
-
 // recentlyHeard reports whether c has bytes waiting unread in the kernel
 // (SIOCINQ), or received some within the last `within` (TCP_INFO): a
 // connection whose request has arrived, or is being read, is not silent

@@ -29,7 +29,7 @@ const (
 	maxReadBytes  = 64 << 10 // output bytes copied out of the ring per read
 	sinkFlushSize = 64 << 10 // an NDJSON sink writes once it holds this much
 	// streamUnsentLimit bounds the bytes of a stream's connection that the
-	// kernel holds unsent (see limitUnsent). With autotuning alone a
+	// kernel holds unsent (see httpx.LimitUnsent). With autotuning alone a
 	// loopback send buffer grows to 4 MiB, 13 s of a 300 KB/s reader,
 	// all of which stands between max_wait and the `end` line.
 	streamUnsentLimit = 16 << 10

@@ -8,6 +8,8 @@ import (
 
 	"github.com/gorilla/websocket"
 	"go.uber.org/zap"
+
+	"github.com/sandbox-runtime/sandbox-runtime/httpx"
 )
 
 // The opening of every WebSocket route (attach, the event feed, a watch's
@@ -81,7 +83,7 @@ func (s *Server) upgradeWebSocket(w http.ResponseWriter, r *http.Request, writeW
 			tc.SetReadBuffer(attachRecvBuffer)
 		}
 	}
-	limitUnsent(conn.NetConn(), streamUnsentLimit) // pings and the close frame do not wait behind a full buffer
+	httpx.LimitUnsent(conn.NetConn(), streamUnsentLimit) // pings and the close frame do not wait behind a full buffer
 	return conn, true
 }
 

@@ -31,8 +31,17 @@ func (l boundedListener) Accept() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
+	LimitUnsent(c, DefaultUnsent)
 	return &boundedConn{Conn: c}, nil
 }
+
+// DefaultUnsent is the unsent limit (LimitUnsent) of every connection
+// BoundWrites accepts; a stream lowers it for its duration and puts it
+// back. Without it a write blocked on a full send buffer, which loopback
+// autotuning grows to 4 MiB, was woken only once about a third of it had
+// drained: a body read at a steady 28-120 KB/s was cut at 10 s, its 256 KiB
+// chunk never "moved", although the client kept reading.
+const DefaultUnsent = 64 << 10
 
 // boundedConn is a connection whose writes get the default deadline while
 // its server has set none.
