@@ -75,7 +75,9 @@ func (w BoundedWriter) Write(p []byte) (int, error) {
 
 // ProgressChunk is how much of a file body must reach the client within
 // one WriteWait (ProgressWriter): a client slower than ProgressChunk per
-// WriteWait (25.6 KiB/s), or one that never reads, is disconnected.
+// WriteWait (25.6 KiB/s in principle; about 30 KB/s in practice, as the
+// daemon sees a read only when the client's kernel re-opens its window, in
+// steps: docs/protocol.md §1), or one that never reads, is disconnected.
 const ProgressChunk = 256 << 10
 
 // ProgressWriter is a ResponseWriter whose every ProgressChunk of body
