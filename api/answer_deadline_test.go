@@ -24,34 +24,16 @@ import (
 // TestEveryAnswerWriteHasADeadline: the answers whose handlers set no
 // deadline of their own (JSON bodies, refusals of the v1 and the legacy
 // shape, a `?wait=` whose headers go out before its body, an answer without
-// a body) are written under one (statusRecorder.armWrite), like the streams
-// and /execute, which keep theirs. Before, net/http wrote them with none:
+// a body) are written under one (httpx.BoundWrites' default), like the
+// streams and /execute, which keep theirs. Before, net/http wrote them with none:
 // a client that pipelined requests and never read held the connection for
 // ever.
 func TestEveryAnswerWriteHasADeadline(t *testing.T) {
 	hs, log := recordingServer(t, newTestServer(t, nil), nil)
-	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxConnsPerHost: 1}}
-	t.Cleanup(client.CloseIdleConnections)
-
 	do := func(method, path, body string) (int, string) {
 		t.Helper()
-		req, err := http.NewRequest(method, hs.URL+path, strings.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if body != "" {
-			req.Header.Set("Content-Type", "application/json")
-		}
-		resp, err := client.Do(req)
-		if err != nil {
-			t.Fatalf("%s %s: %v", method, path, err)
-		}
-		defer resp.Body.Close()
-		b, err := io.ReadAll(resp.Body)
-		if err != nil {
-			t.Fatalf("%s %s: %v", method, path, err)
-		}
-		return resp.StatusCode, string(b)
+		status, b := atDo(t, method, hs.URL+path, body, nil) // one kept-alive connection: requests in turn
+		return status, string(b)
 	}
 	// A command that is still running when ?wait= flushes its headers.
 	_, created := do("POST", "/v1/commands", `{"argv":["sh","-c","read x; echo $x"],"stdin":true}`)

@@ -102,24 +102,7 @@ func (c *boundedConn) ReadFrom(src io.Reader) (int64, error) {
 	if !ok {
 		return io.Copy(struct{ io.Writer }{c}, src)
 	}
-	lr, ok := src.(*io.LimitedReader) // what net/http passes for a sized body
-	if !ok {
-		lr = &io.LimitedReader{R: src, N: 1<<63 - 1}
-	}
-	var total int64
-	for lr.N > 0 {
-		if !c.armDefault() {
-			n, err := rf.ReadFrom(lr)
-			return total + n, err
-		}
-		n, err := rf.ReadFrom(&io.LimitedReader{R: lr.R, N: min(lr.N, ProgressChunk)})
-		total += n
-		lr.N -= n
-		if err != nil || n == 0 {
-			return total, err // an error, or the end of the source
-		}
-	}
-	return total, nil
+	return readFromInChunks(rf, src, c.armDefault)
 }
 
 // The socket's own methods, for what asks the connection for them: the

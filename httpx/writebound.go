@@ -116,22 +116,29 @@ func (p *ProgressWriter) ReadFrom(src io.Reader) (int64, error) {
 	if !ok {
 		return io.Copy(struct{ io.Writer }{p}, src)
 	}
+	return readFromInChunks(rf, src, func() bool { p.B.Arm(); return true })
+}
+
+// readFromInChunks moves src to rf in pieces of ProgressChunk, calling arm
+// before each; once arm reports false the rest goes in one piece. The
+// pieces are *io.LimitedReader of the source's own reader (what net/http
+// passes for a sized body, unwrapped), so sendfile and splice still apply.
+func readFromInChunks(rf io.ReaderFrom, src io.Reader, arm func() bool) (int64, error) {
 	lr, ok := src.(*io.LimitedReader)
 	if !ok {
 		lr = &io.LimitedReader{R: src, N: 1<<63 - 1}
 	}
 	var total int64
 	for lr.N > 0 {
-		chunk := &io.LimitedReader{R: lr.R, N: min(lr.N, ProgressChunk)}
-		p.B.Arm()
-		n, err := rf.ReadFrom(chunk)
+		if !arm() {
+			n, err := rf.ReadFrom(lr)
+			return total + n, err
+		}
+		n, err := rf.ReadFrom(&io.LimitedReader{R: lr.R, N: min(lr.N, ProgressChunk)})
 		total += n
 		lr.N -= n
-		if err != nil {
-			return total, err
-		}
-		if n == 0 {
-			break // EOF of the source
+		if err != nil || n == 0 {
+			return total, err // an error, or the end of the source
 		}
 	}
 	return total, nil
