@@ -5,6 +5,7 @@ package procgroup
 import (
 	"io"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -73,11 +74,31 @@ func TestChildStdioFds(t *testing.T) {
 		p.Stdout.Close()
 		p.Stderr.Close()
 	}()
-	// sleep has exec'd once its comm is sleep (Start returns after the
-	// exec, so this is only a check).
+	// Start returns once the exec is past its point of no return (the
+	// close-on-exec pipe closed), which is before the kernel renames the
+	// task, and the dynamic loader then opens ld.so.cache and each library
+	// on fd 3 and closes it again (CI runs listed that fd and failed to
+	// read its link, and read the comm of the test binary). What the child
+	// inherited is what it still holds once sleep sleeps: wait for its
+	// comm to be sleep and for it to block in nanosleep.
 	dir := "/proc/" + strconv.Itoa(p.Pid)
-	if b, _ := os.ReadFile(dir + "/comm"); strings.TrimSpace(string(b)) != "sleep" {
-		t.Fatalf("child comm %q; want sleep", b)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		comm, err := os.ReadFile(dir + "/comm")
+		if err != nil {
+			t.Fatal(err)
+		}
+		wchan, err := os.ReadFile(dir + "/wchan")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.TrimSpace(string(comm)) == "sleep" && strings.Contains(string(wchan), "nanosleep") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after 10s the child is %q in %q; want sleep in nanosleep", comm, wchan)
+		}
+		runtime.Gosched()
 	}
 	ents, err := os.ReadDir(dir + "/fd")
 	if err != nil {
