@@ -150,7 +150,8 @@ type attachment struct {
 
 	pingPeriod, pongWait, writeWait time.Duration
 
-	cursor int64 // where the stream starts: next_cursor of error events before any event
+	cursor int64         // where the stream starts: next_cursor of error events before any event
+	hold   time.Duration // the stream's hold (protocol.md §4); 0: none
 
 	events chan wsFrame // generator → writer: event frames and the close frame, in order; unbuffered
 	out    chan wsFrame // reader → writer: error events; bounded
@@ -173,7 +174,7 @@ type attachment struct {
 // closed. Its steps: refuse what can be refused (as plain JSON), admit the
 // connection, upgrade, run the attachment.
 func (s *Server) attach(w http.ResponseWriter, r *http.Request) {
-	c, cursor, ok := s.attachable(w, r)
+	c, cursor, hold, ok := s.attachable(w, r)
 	if !ok {
 		return
 	}
@@ -185,7 +186,7 @@ func (s *Server) attach(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	a := s.newAttachment(ws, s.log.With(zap.String("command_id", c.ID())), cancel)
-	a.c, a.cursor = c, cursor
+	a.c, a.cursor, a.hold = c, cursor, hold
 	a.feed = stdinFeed{wake: make(chan struct{}, 1), room: make(chan struct{})}
 	s.runAttachment(a, func() { a.generate(ctx) }, a.readLoop, a.writeLoop, a.feedLoop)
 }
@@ -194,34 +195,40 @@ func (s *Server) attach(w http.ResponseWriter, r *http.Request) {
 // everything an attach can be refused for but the connection limit: a bad
 // cursor, an unknown command, a request that is not a WebSocket upgrade,
 // shutdown. ok: the command and the cursor to attach at.
-func (s *Server) attachable(w http.ResponseWriter, r *http.Request) (c *runtime.Command, cursor int64, ok bool) {
-	q := parseQuery(r, "cursor")
+func (s *Server) attachable(w http.ResponseWriter, r *http.Request) (c *runtime.Command, cursor int64, hold time.Duration, ok bool) {
+	q := parseQuery(r, "cursor", "hold")
 	cursor = q.cursor("cursor")
+	hold = q.hold()
 	if q.err != nil {
 		fail(w, q.err)
-		return nil, 0, false
+		return nil, 0, 0, false
 	}
 	c, ok = s.commandAt(w, r, cursor)
 	if !ok {
-		return nil, 0, false
+		return nil, 0, 0, false
 	}
 	if !websocket.IsWebSocketUpgrade(r) {
 		w.Header().Set("Sec-Websocket-Version", "13")
 		writeError(w, http.StatusBadRequest, "invalid_request", "this route is a WebSocket: send a GET with Connection: Upgrade and Upgrade: websocket", nil)
-		return nil, 0, false
+		return nil, 0, 0, false
 	}
 	if s.streamsCtx.Err() != nil {
 		fail(w, runtime.ErrShuttingDown)
-		return nil, 0, false
+		return nil, 0, 0, false
 	}
-	return c, cursor, true
+	return c, cursor, hold, true
 }
 
 // generate runs the event generator until the exit event (or the end of the
 // stream at shutdown), then asks the writer for the close frame.
 func (a *attachment) generate(ctx context.Context) {
 	sink := &attachSink{a: a}
-	err := a.s.streamEvents(ctx, a.c, streamOptions{cursor: a.cursor, follow: true, window: attachWindow}, sink)
+	o := streamOptions{cursor: a.cursor, follow: true, window: attachWindow}
+	if a.hold > 0 {
+		o.hold = a.c.Hold(a.cursor, a.hold)
+		defer o.hold.Release()
+	}
+	err := a.s.streamEvents(ctx, a.c, o, sink)
 	a.closeAfter(err, sink, "attach stream failed", true)
 }
 

@@ -82,9 +82,13 @@ func (s *Server) isolation() infoIsolation {
 }
 
 func (s *Server) createCommand(w http.ResponseWriter, r *http.Request) {
-	q := parseQuery(r, "stream", "max_wait")
+	q := parseQuery(r, "stream", "max_wait", "hold")
 	stream := q.boolean("stream", false)
 	window := q.seconds("max_wait", defaultWindowSeconds, maxWindowSeconds)
+	hold := q.hold()
+	if q.err == nil && q.has("hold") && !stream {
+		q.err = badRequest(`query parameter "hold" holds the output for the stream of stream=true: without one nobody reads`)
+	}
 	if q.err != nil {
 		fail(w, q.err)
 		return
@@ -106,6 +110,7 @@ func (s *Server) createCommand(w http.ResponseWriter, r *http.Request) {
 	}
 	b = wire.CreateRequest{}
 	req.RequestID = RequestID(r.Context())
+	req.Hold = hold
 	st, created, err := s.m.Create(req)
 	req = runtime.CreateRequest{}
 	leave()
@@ -129,8 +134,16 @@ func (s *Server) createCommand(w http.ResponseWriter, r *http.Request) {
 		fail(w, err)
 		return
 	}
+	o := streamOptions{follow: true, window: secondsDur(window)}
+	if hold > 0 {
+		// The hold made before the process started (no byte lost before
+		// this stream opened); a re-post's stream makes its own.
+		if o.hold = c.TakeCreateHold(); o.hold == nil || !created {
+			o.hold = c.Hold(0, hold)
+		}
+	}
 	started := wire.AppendStatusEvent(nil, wire.EventStarted, &st, 0)
-	s.streamNDJSON(w, r, c, code, 0, true, secondsDur(window), started)
+	s.streamNDJSON(w, r, c, code, o, started)
 }
 
 // writeStatus answers a status as writeJSON does, encoded without
@@ -222,7 +235,7 @@ func (s *Server) ports(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) commandOutput(w http.ResponseWriter, r *http.Request) {
-	cursor, follow, window, err := parseStreamQuery(r)
+	cursor, follow, window, hold, err := parseOutputQuery(r)
 	if err != nil {
 		fail(w, err)
 		return
@@ -240,7 +253,11 @@ func (s *Server) commandOutput(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusOK)
 		return
 	}
-	s.streamNDJSON(w, r, c, http.StatusOK, cursor, follow, secondsDur(window), nil)
+	o := streamOptions{cursor: cursor, follow: follow, window: secondsDur(window)}
+	if hold > 0 {
+		o.hold = c.Hold(cursor, hold)
+	}
+	s.streamNDJSON(w, r, c, http.StatusOK, o, nil)
 }
 
 // commandAt finds the command of the request's {id} and checks that cursor

@@ -13,8 +13,10 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/sandbox-runtime/sandbox-runtime/httpx"
+	"github.com/sandbox-runtime/sandbox-runtime/runtime"
 	"github.com/sandbox-runtime/sandbox-runtime/wire"
 )
 
@@ -334,10 +336,28 @@ func (q *query) cursor(name string) int64 {
 // maxWindowSeconds), and no other parameter; err is the first error found.
 func parseStreamQuery(r *http.Request) (cursor int64, follow bool, window float64, err error) {
 	q := parseQuery(r, "cursor", "follow", "max_wait")
-	cursor = q.cursor("cursor")
-	follow = q.boolean("follow", true)
-	window = q.seconds("max_wait", defaultWindowSeconds, maxWindowSeconds)
+	cursor, follow, window = q.stream()
 	return cursor, follow, window, q.err
+}
+
+// parseOutputQuery is parseStreamQuery for a command's output, which also
+// takes hold (q.hold).
+func parseOutputQuery(r *http.Request) (cursor int64, follow bool, window float64, hold time.Duration, err error) {
+	q := parseQuery(r, "cursor", "follow", "max_wait", "hold")
+	cursor, follow, window = q.stream()
+	hold = q.hold()
+	return cursor, follow, window, hold, q.err
+}
+
+// stream parses a stream's cursor, follow and max_wait.
+func (q *query) stream() (cursor int64, follow bool, window float64) {
+	return q.cursor("cursor"), q.boolean("follow", true), q.seconds("max_wait", defaultWindowSeconds, maxWindowSeconds)
+}
+
+// hold parses an output stream's hold (seconds, clamped to runtime.MaxHold;
+// 0 when absent: no hold), protocol.md §4 "Holding the producer".
+func (q *query) hold() time.Duration {
+	return secondsDur(q.seconds("hold", 0, runtime.MaxHold.Seconds()))
 }
 
 // checkKeys refuses what encoding/json would quietly accept in an object

@@ -68,6 +68,10 @@ type streamOptions struct {
 	follow         bool
 	window         time.Duration // max_wait
 	heartbeatEvery time.Duration // 0: no heartbeats
+	// hold, if set, is told what the stream has sent (Advance): the pump
+	// waits for it rather than evict what it has not (the caller made it
+	// and releases it).
+	hold *ringbuf.Hold
 }
 
 // streamEvents sends the events of c from o.cursor to sink until the
@@ -101,6 +105,9 @@ func (s *Server) streamEvents(ctx context.Context, c *runtime.Command, o streamO
 		sent, err := w.send(&res)
 		if err != nil {
 			return err
+		}
+		if o.hold != nil {
+			o.hold.Advance(w.cursor)
 		}
 		if res.Done {
 			return w.exit()
@@ -648,14 +655,18 @@ func (n *ndjsonSink) heartbeat(next int64) error {
 }
 
 // streamNDJSON answers with the event stream: headers at once, an optional
-// first line, then streamEvents.
-func (s *Server) streamNDJSON(w http.ResponseWriter, r *http.Request, c *runtime.Command, code int, cursor int64, follow bool, window time.Duration, first []byte) {
+// first line, then streamEvents with o (its heartbeats are the server's).
+// It releases o.hold.
+func (s *Server) streamNDJSON(w http.ResponseWriter, r *http.Request, c *runtime.Command, code int, o streamOptions, first []byte) {
+	if o.hold != nil {
+		defer o.hold.Release()
+	}
 	h := w.Header()
 	h.Set("Content-Type", "application/x-ndjson")
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(code)
-	sink, done := s.openNDJSON(w, r, window)
+	sink, done := s.openNDJSON(w, r, o.window)
 	defer done()
 	if first != nil {
 		sink.event(first)
@@ -664,7 +675,6 @@ func (s *Server) streamNDJSON(w http.ResponseWriter, r *http.Request, c *runtime
 		return
 	}
 	defer s.metrics.StreamOpened()()
-	s.streamEvents(r.Context(), c, streamOptions{
-		cursor: cursor, follow: follow, window: window, heartbeatEvery: s.opts.HeartbeatInterval,
-	}, sink)
+	o.heartbeatEvery = s.opts.HeartbeatInterval
+	s.streamEvents(r.Context(), c, o, sink)
 }

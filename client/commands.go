@@ -217,13 +217,15 @@ func (c *Client) Output(ctx context.Context, id string, cursor int64, fn EventFu
 // next_cursor of the last event fn accepted; it gives up after RetryFor
 // without progress, or when fn or ctx fails.
 func (c *Client) Follow(ctx context.Context, id string, cursor int64, fn EventFunc) (*wire.Status, error) {
-	return c.follow(ctx, id, &cursor, fn)
+	return c.follow(ctx, id, &cursor, fn, 0)
 }
 
-func (c *Client) follow(ctx context.Context, id string, cursor *int64, fn EventFunc) (*wire.Status, error) {
+// follow is Follow with an output hold (RunOptions.Hold; 0: none).
+func (c *Client) follow(ctx context.Context, id string, cursor *int64, fn EventFunc, hold time.Duration) (*wire.Status, error) {
 	var status *wire.Status
 	err := resumeByCursor(ctx, c, cursor, func() (bool, error) {
 		q := url.Values{"cursor": {strconv.FormatInt(*cursor, 10)}, "max_wait": {strconv.Itoa(streamWindow)}}
+		setHold(q, hold)
 		final, err := c.streamOnce(ctx, request{method: "GET", path: commandPath(id, "output"), query: q, idempotent: true}, cursor, fn)
 		if err == nil && final.Type == wire.EventExit {
 			status = final.Status
@@ -370,6 +372,12 @@ type RunOptions struct {
 	// ones; the rest is counted in Result.StdoutDropped/StderrDropped).
 	// 0: 64 MiB; negative: collect nothing.
 	CollectLimit int
+	// Hold, when positive, asks the daemon to hold the command back, up to
+	// Hold per wait (at most 1 s), rather than evict output this Run has
+	// not received (`?hold=`, protocol.md §4 "Holding the producer"): the
+	// command then runs at the pace Run reads, and loses output only while
+	// no stream is open (between reconnects) or once a wait lapses.
+	Hold time.Duration
 }
 
 // Result is what Run collected.
@@ -468,6 +476,7 @@ func (c *Client) Run(ctx context.Context, req wire.CreateRequest, o RunOptions) 
 	// is read with Follow from the cursor reached (a repeated create would
 	// replay from 0).
 	q := url.Values{"stream": {"true"}, "max_wait": {strconv.Itoa(streamWindow)}}
+	setHold(q, o.Hold)
 	body, err := createBody(req)
 	if err != nil {
 		return nil, err
@@ -498,10 +507,17 @@ func (c *Client) Run(ctx context.Context, req wire.CreateRequest, o RunOptions) 
 		}
 		onStart(st)
 	}
-	st, err := c.follow(ctx, req.CommandID, &cursor, fn)
+	st, err := c.follow(ctx, req.CommandID, &cursor, fn, o.Hold)
 	if err != nil {
 		return nil, err
 	}
 	res.Status = st
 	return res, nil
+}
+
+// setHold adds an output stream's hold to q (none when d <= 0).
+func setHold(q url.Values, d time.Duration) {
+	if d > 0 {
+		q.Set("hold", strconv.FormatFloat(d.Seconds(), 'f', -1, 64))
+	}
 }

@@ -11,7 +11,9 @@
 // order is preserved.
 //
 // Append never fails and never waits for a reader: a slow or absent reader loses
-// old output (it sees a gap), never stalls the writer.
+// old output (it sees a gap), never stalls the writer. The one exception is
+// opt-in on both sides: a reader that registers a Hold is waited for, up to
+// its bound, by a writer that appends with AppendHeld (hold.go).
 //
 // Memory is allocated lazily: a new Ring holds no buffer; the byte buffer starts
 // small (4 KiB) and, once outgrown, is replaced by one of maxBytes, a circular
@@ -35,6 +37,8 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
+	"time"
 )
 
 // Stream identifies the output stream a byte was written to.
@@ -97,6 +101,10 @@ type Stats struct {
 	Records     int   // records currently retained
 	Truncated   bool  // anything was ever evicted (Start > 0)
 	Closed      bool  // Close was called
+	// HeldFor is how long AppendHeld has waited for holds in all, Lapses how
+	// many holds it lapsed (hold.go).
+	HeldFor time.Duration
+	Lapses  int
 }
 
 // ErrCursorAhead is returned by Read when the cursor is beyond End: no byte with
@@ -151,6 +159,16 @@ type Ring struct {
 	// on demand by Notify and Wait, so appends with nobody waiting allocate
 	// nothing.
 	notify chan struct{}
+
+	// holds are the readers AppendHeld waits for (hold.go), nholds their
+	// number (read without the lock: AppendHeld's fast path); room is closed
+	// by the next Advance or Release, made on demand by AppendHeld. heldFor
+	// and lapses add up AppendHeld's waits and the holds it lapsed.
+	holds   []*Hold
+	nholds  atomic.Int32
+	room    chan struct{}
+	heldFor time.Duration
+	lapses  int
 }
 
 // New returns an empty ring that retains at most maxBytes bytes in at most
@@ -187,7 +205,12 @@ func (r *Ring) Append(s Stream, p []byte) {
 		return
 	}
 	r.mu.Lock()
-	defer r.mu.Unlock()
+	r.appendLocked(s, p)
+	r.mu.Unlock()
+}
+
+// appendLocked is Append under r.mu, p not empty.
+func (r *Ring) appendLocked(s Stream, p []byte) {
 	if r.closed {
 		return
 	}
@@ -209,15 +232,9 @@ func (r *Ring) Append(s Stream, p []byte) {
 	}
 
 	n := int64(len(p))
-	newStart := max(r.start, r.end+n-int64(r.maxBytes))
+	newStart, needRecord := r.evictionStart(s, n)
 	// Drop the records that lie wholly before newStart.
 	for r.nrec > 0 && r.recEnd(0) <= newStart {
-		r.popRecord()
-	}
-	needRecord := r.nrec == 0 || r.recAt(r.nrec-1).stream != s
-	if needRecord && r.nrec == r.maxRecords {
-		// Record limit: drop the oldest record whole.
-		newStart = r.recEnd(0)
 		r.popRecord()
 	}
 	if r.nrec > 0 {
@@ -245,6 +262,23 @@ func (r *Ring) Append(s Stream, p []byte) {
 	}
 	r.end += n
 	r.wake()
+}
+
+// evictionStart is where the retained window starts after an Append of n
+// bytes (n <= maxBytes) to stream s, and whether that Append starts a
+// record: the byte limit evicts the oldest bytes, and a new record at the
+// record limit evicts the oldest record whole. It changes nothing.
+func (r *Ring) evictionStart(s Stream, n int64) (newStart int64, needRecord bool) {
+	newStart = max(r.start, r.end+n-int64(r.maxBytes))
+	gone := 0 // the records that lie wholly before newStart
+	for gone < r.nrec && r.recEnd(gone) <= newStart {
+		gone++
+	}
+	needRecord = gone == r.nrec || r.recAt(r.nrec-1).stream != s
+	if needRecord && r.nrec-gone == r.maxRecords {
+		newStart = r.recEnd(gone) // record limit: the oldest left goes whole
+	}
+	return newStart, needRecord
 }
 
 // wrap reduces i, which must be below 2*len(r.buf), modulo len(r.buf).
@@ -342,6 +376,7 @@ func (r *Ring) Close() {
 	}
 	r.closed = true
 	r.wake()
+	r.wakeRoom()
 }
 
 // closedChan is returned by Notify once the ring is closed.
@@ -495,5 +530,7 @@ func (r *Ring) Stats() Stats {
 		Records:     r.nrec,
 		Truncated:   r.truncated,
 		Closed:      r.closed,
+		HeldFor:     r.heldFor,
+		Lapses:      r.lapses,
 	}
 }

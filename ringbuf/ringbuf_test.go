@@ -716,8 +716,18 @@ func FuzzRing(f *testing.F) {
 				}
 				ch := r.Notify()
 				wasClosed := m.closed
+				// WaitRoom's prediction of where the window will start.
+				var predicted int64 = -1
+				if n > 0 && n <= maxBytes && !wasClosed {
+					r.mu.Lock()
+					predicted, _ = r.evictionStart(s, int64(n))
+					r.mu.Unlock()
+				}
 				r.Append(s, p)
 				m.append(s, p)
+				if predicted >= 0 && predicted != m.start {
+					t.Fatalf("evictionStart(%v, %d) = %d; the Append moved Start to %d", s, n, predicted, m.start)
+				}
 				select {
 				case <-ch:
 					if n == 0 && !wasClosed {

@@ -60,6 +60,11 @@ type Command struct {
 	stdin        stdinQueue
 
 	term *terminal // the PTY's size and input state; nil without a PTY. Set at creation.
+
+	// createHold is the output hold a create asked for (CreateRequest.Hold),
+	// made before the process starts so that no byte is evicted before its
+	// stream is open; TakeCreateHold hands it to that stream.
+	createHold atomic.Pointer[ringbuf.Hold]
 }
 
 // stdinQueue is the ordered, bounded queue in front of a command's stdin pipe.
@@ -158,6 +163,27 @@ func (c *Command) CheckCursor(cursor int64) error {
 	}
 	return nil
 }
+
+// MaxHold bounds the hold of an output stream (Hold, CreateRequest.Hold):
+// how long the pump may wait, each time it would evict bytes a holding
+// reader has not read yet, before it evicts them anyway and the hold lapses
+// (protocol.md §4 "Holding the producer").
+const MaxHold = time.Second
+
+// Hold asks the command's pump to wait, up to bound (at most MaxHold),
+// rather than evict output from cursor on that the caller has not read
+// yet; the caller reports what it has read with Advance and releases the
+// hold when its stream ends. A hold lapses once the pump has waited a
+// whole bound for it, until the reader has caught up (ringbuf.Hold). It
+// never affects the command beyond those waits: its pipe fills and the
+// child blocks in its writes while the pump waits.
+func (c *Command) Hold(cursor int64, bound time.Duration) *ringbuf.Hold {
+	return c.ring.Hold(cursor, min(bound, MaxHold))
+}
+
+// TakeCreateHold returns the hold its create asked for, once (nil after
+// that, or when it asked for none).
+func (c *Command) TakeCreateHold() *ringbuf.Hold { return c.createHold.Swap(nil) }
 
 // NextCursor returns the cursor just past the output produced so far.
 func (c *Command) NextCursor() int64 { return c.ring.End() }
@@ -404,6 +430,7 @@ func (c *Command) finish(exit procgroup.ExitStatus) {
 		zap.Int64("stderr_bytes", st.StderrTotal),
 		zap.Int64("pty_bytes", st.End-st.StdoutTotal-st.StderrTotal),
 		zap.Bool("truncated", st.Truncated),
+		zap.Duration("output_held", st.HeldFor),
 		zap.Bool("oom_killed", exit.OOMKilled))
 }
 
@@ -431,7 +458,7 @@ func (c *Command) pump(f *os.File, s ringbuf.Stream, done func()) {
 			total += int64(n)
 			data := buf[:held+n]
 			cut := UTF8Prefix(data)
-			c.ring.Append(s, data[:cut])
+			c.ring.AppendHeld(s, data[:cut]) // waits for a holding reader (Hold); Append without one
 			c.m.obs.OutputBytes(s != ringbuf.Stderr, cut)
 			held = copy(buf, data[cut:])
 		}

@@ -131,6 +131,9 @@ func (m *Manager) Create(r CreateRequest) (Status, bool, error) {
 	if !fresh {
 		return c.rePosted(s)
 	}
+	if r.Hold > 0 {
+		c.createHold.Store(c.Hold(0, r.Hold))
+	}
 	if err := m.spawn(c, s); err != nil {
 		return Status{}, false, err
 	}

@@ -29,6 +29,10 @@ type CreateRequest struct {
 	CommandID string            // optional client-chosen UUID for idempotent creation
 	PTY       *PTYRequest       // run on a pseudo-terminal of this size; implies stdin
 	RequestID string            // the creating request's id, carried by the command's log lines; not part of its identity
+	// Hold, when positive, is the output hold of the stream that follows
+	// the create (Command.Hold, at cursor 0, made before the process
+	// starts; TakeCreateHold). Not part of the command's identity.
+	Hold time.Duration
 }
 
 // spec is a CreateRequest after defaults, splitting and clamping: two requests

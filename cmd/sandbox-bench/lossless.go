@@ -87,7 +87,7 @@ func (b *bench) losslessProbe(ctx context.Context, d *daemon, transport string, 
 			src = gapStop{s}
 			return err
 		}
-		resp, err := b.do(ctx, "GET", d.url(fmt.Sprintf("/v1/commands/%s/output?cursor=%d&follow=true&max_wait=60", id, cursor)), nil)
+		resp, err := b.do(ctx, "GET", d.url(fmt.Sprintf("/v1/commands/%s/output?cursor=%d&follow=true&max_wait=60%s", id, cursor, b.holdQuery())), nil)
 		if err != nil {
 			return err
 		}
@@ -177,7 +177,7 @@ func (b *bench) losslessOf(ctx context.Context, d *daemon, tr string) error {
 		}
 	}
 	r := row{
-		measure:  fmt.Sprintf("lossless follow, %s of paced writes, 1 %s follower, 1 MiB ring", size(n), tr),
+		measure:  fmt.Sprintf("lossless follow, %s of paced writes, 1 %s follower, 1 MiB ring%s", size(n), tr, b.holdLabel()),
 		baseline: fmt.Sprintf("%.0f MB/s pipe", pipe),
 		goal:     "≥ 1000 MB/s",
 	}

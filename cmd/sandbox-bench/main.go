@@ -82,6 +82,7 @@ type options struct {
 	fanout         int
 	fanoutBytes    int64
 	fanoutRing     int64
+	hold           time.Duration
 	losslessBytes  int64
 	losslessBudget time.Duration
 	idleWindow     time.Duration
@@ -109,6 +110,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.cpuprof, "cpuprofile", "", "write this tool's CPU profile to the file (the client side)")
 	fs.Int64Var(&o.produce, "produce", -1, "act as the stream producer: write this many bytes of text lines to stdout and exit")
 	fs.Float64Var(&o.rate, "rate", 0, "with -produce: at most this many bytes/s (paced 64 KiB writes); 0: full speed")
+	fs.DurationVar(&o.hold, "hold", 0, "the ?hold= of the followers of the stream, ws and lossless scenarios (protocol.md §4 \"Holding the producer\"; 0: none, the default drain)")
 	fs.Int64Var(&o.losslessBytes, "lossless-bytes", 256<<20, "bytes of output of each lossless-follow probe")
 	fs.DurationVar(&o.losslessBudget, "lossless-budget", 25*time.Second, "time budget of the lossless-follow search, per transport")
 	fs.DurationVar(&o.idleWindow, "idle-window", 10*time.Second, "how long the idle scenario counts the daemon's context switches")

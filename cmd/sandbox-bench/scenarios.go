@@ -77,12 +77,28 @@ func (b *bench) doJSON(ctx context.Context, method, u string, body, out any, cod
 	return nil
 }
 
+// holdQuery is "&hold=<seconds>" of -hold, or "" without one.
+func (b *bench) holdQuery() string {
+	if b.o.hold <= 0 {
+		return ""
+	}
+	return "&hold=" + strconv.FormatFloat(b.o.hold.Seconds(), 'f', -1, 64)
+}
+
+// holdLabel names -hold in a row's measure, or "" without one.
+func (b *bench) holdLabel() string {
+	if b.o.hold <= 0 {
+		return ""
+	}
+	return fmt.Sprintf(", hold %v", b.o.hold)
+}
+
 // createStream posts a command with ?stream=true and returns the open event
 // stream. 429 is retried (briefly) since a just-finished command may not have
 // left the running count yet.
 func (b *bench) createStream(ctx context.Context, d *daemon, body any) (*http.Response, error) {
 	for {
-		resp, err := b.do(ctx, "POST", d.url("/v1/commands?stream=true"), body)
+		resp, err := b.do(ctx, "POST", d.url("/v1/commands?stream=true"+b.holdQuery()), body)
 		if err != nil {
 			return nil, err
 		}
@@ -396,7 +412,7 @@ func (b *bench) dialAttach(ctx context.Context, d *daemon, id string, cursor int
 		ReadBufferSize:   256 << 10,
 		WriteBufferSize:  4 << 10,
 	}
-	u := url.URL{Scheme: "ws", Host: d.addr, Path: "/v1/commands/" + id + "/attach", RawQuery: "cursor=" + strconv.FormatInt(cursor, 10)}
+	u := url.URL{Scheme: "ws", Host: d.addr, Path: "/v1/commands/" + id + "/attach", RawQuery: "cursor=" + strconv.FormatInt(cursor, 10) + b.holdQuery()}
 	c, resp, err := dialer.DialContext(ctx, u.String(), nil)
 	if err != nil {
 		if resp != nil && resp.StatusCode == http.StatusNotFound {
@@ -517,7 +533,7 @@ func (b *bench) streamOf(ctx context.Context, d *daemon, label string, f func(co
 	raw, rate := raws[len(raws)/2], rates[len(rates)/2]
 	ok := rate >= 1000 || rate >= raw/2 // issue 16: 1 GB/s, or half the raw pipe
 	b.add(row{
-		measure:  fmt.Sprintf("stream %s to 1 %s follower, MB/s received", size(n), label),
+		measure:  fmt.Sprintf("stream %s to 1 %s follower%s, MB/s received", size(n), label, b.holdLabel()),
 		value:    fmt.Sprintf("%.0f MB/s", rate),
 		baseline: fmt.Sprintf("%.0f MB/s pipe", raw),
 		ratio:    ratio(rate / raw),
@@ -526,7 +542,7 @@ func (b *bench) streamOf(ctx context.Context, d *daemon, label string, f func(co
 	})
 	total := n * int64(b.o.streamRounds)
 	b.add(row{
-		measure:  fmt.Sprintf("stream %s %s: bytes lost to gaps (1 MiB ring)", size(n), label),
+		measure:  fmt.Sprintf("stream %s %s%s: bytes lost to gaps (1 MiB ring)", size(n), label, b.holdLabel()),
 		value:    fmt.Sprintf("%.1f%% (%d gaps)", 100*float64(dropped)/float64(total), gaps),
 		baseline: fmt.Sprintf("%s of %s received", size(bytesIn), size(total)),
 		result:   "info",

@@ -56,11 +56,12 @@ var processLayer = []string{"procgroup", "netports"}
 // stays runtime's). The output records Command.Read returns are the ring's
 // own, so that a stream copies nothing to read them (a runtime type of its
 // own would cost a copy of every batch, an alias would hide the coupling
-// from this test); legacy /execute answers shlex.Split's errors as Popen
-// would. A transport that builds a Ring, or uses any other name of these
+// from this test), and so is the Hold Command.Hold hands a holding stream
+// (which only tells it what it has sent, and releases it); legacy /execute
+// answers shlex.Split's errors as Popen would. A transport that builds a Ring, or uses any other name of these
 // packages, breaks the rule; so does a re-export by alias (see aliases).
 var transportMay = map[string][]string{
-	"ringbuf": {"PTY", "ReadResult", "Record", "Stderr", "Stdout", "Stream"},
+	"ringbuf": {"Hold", "PTY", "ReadResult", "Record", "Stderr", "Stdout", "Stream"},
 	"shlex":   {"Split"},
 }
 
