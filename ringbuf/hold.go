@@ -63,6 +63,16 @@ func (h *Hold) Release() {
 	r.mu.Unlock()
 }
 
+// EndHolds makes every later AppendHeld an Append and lets a waiting one
+// go: the writer's owner has no more time to give the readers (the end of
+// a command's pipe grace, a shutdown's kill deadline).
+func (r *Ring) EndHolds() {
+	r.mu.Lock()
+	r.holdsEnded = true
+	r.wakeRoom()
+	r.mu.Unlock()
+}
+
 // wakeRoom wakes an AppendHeld, if one waits.
 func (r *Ring) wakeRoom() {
 	if r.room != nil {
@@ -126,10 +136,10 @@ func (r *Ring) AppendHeld(s Stream, p []byte) time.Duration {
 
 // holdWait, under r.mu, is how long an Append of n bytes to s should wait
 // for the holds in its way (the shortest bound left), or -1 when none is
-// (or the ring is closed). It lapses the holds whose bound has passed
+// (or the ring is closed, or EndHolds was called). It lapses the holds whose bound has passed
 // since *began, which it sets when it first finds one in the way.
 func (r *Ring) holdWait(s Stream, n int, began *time.Time) time.Duration {
-	if r.closed {
+	if r.closed || r.holdsEnded {
 		return -1
 	}
 	newStart, _ := r.evictionStart(s, int64(n))

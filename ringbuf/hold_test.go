@@ -159,20 +159,24 @@ func TestHoldLapses(t *testing.T) {
 }
 
 // TestAppendHeldEndsAtReleaseAndClose: a waiting writer is let go by the
-// Release of the hold it waits for (and appends) and by Close (and
-// appends nothing: the ring is closed).
+// Release of the hold it waits for (and appends), by Close (and appends
+// nothing: the ring is closed) and by EndHolds (and appends, and waits no
+// more after it).
 func TestAppendHeldEndsAtReleaseAndClose(t *testing.T) {
-	for _, how := range []string{"release", "close"} {
+	for _, how := range []string{"release", "close", "endholds"} {
 		r := New(8, 4)
 		h := r.Hold(0, time.Hour)
 		r.Append(Stdout, []byte("12345678"))
 		done := appendHeldAsync(r, Stdout, "abcd")
 		waitForRoomWaiter(r)
-		if how == "release" {
+		switch how {
+		case "release":
 			h.Release()
 			h.Release() // idempotent
-		} else {
+		case "close":
 			r.Close()
+		case "endholds":
+			r.EndHolds()
 		}
 		if d := <-done; d <= 0 || d >= time.Hour {
 			t.Fatalf("%s: AppendHeld returned after %v", how, d)
@@ -183,6 +187,11 @@ func TestAppendHeldEndsAtReleaseAndClose(t *testing.T) {
 		}
 		if st := r.Stats(); st.Lapses != 0 || st.End != want {
 			t.Fatalf("%s: %+v; want no lapse and End %d", how, st, want)
+		}
+		if how == "endholds" {
+			if d := r.AppendHeld(Stdout, []byte("efgh")); d != 0 {
+				t.Fatalf("AppendHeld after EndHolds waited %v", d)
+			}
 		}
 	}
 }

@@ -103,8 +103,9 @@ type Stats struct {
 	Closed      bool  // Close was called
 	// HeldFor is how long AppendHeld has waited for holds in all, Lapses how
 	// many holds it lapsed (hold.go).
-	HeldFor time.Duration
-	Lapses  int
+	HeldFor    time.Duration
+	Lapses     int
+	HoldsEnded bool // EndHolds was called
 }
 
 // ErrCursorAhead is returned by Read when the cursor is beyond End: no byte with
@@ -164,11 +165,12 @@ type Ring struct {
 	// number (read without the lock: AppendHeld's fast path); room is closed
 	// by the next Advance or Release, made on demand by AppendHeld. heldFor
 	// and lapses add up AppendHeld's waits and the holds it lapsed.
-	holds   []*Hold
-	nholds  atomic.Int32
-	room    chan struct{}
-	heldFor time.Duration
-	lapses  int
+	holds      []*Hold
+	nholds     atomic.Int32
+	room       chan struct{}
+	heldFor    time.Duration
+	lapses     int
+	holdsEnded bool // EndHolds: AppendHeld waits no more
 }
 
 // New returns an empty ring that retains at most maxBytes bytes in at most
@@ -532,5 +534,6 @@ func (r *Ring) Stats() Stats {
 		Closed:      r.closed,
 		HeldFor:     r.heldFor,
 		Lapses:      r.lapses,
+		HoldsEnded:  r.holdsEnded,
 	}
 }

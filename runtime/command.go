@@ -352,6 +352,7 @@ func (c *Command) run(p *procgroup.Process) {
 		m: c.m, p: p, timeout: c.spec.timeout, pumps: &pumps, files: files,
 		endCh:      c.endCh,
 		requestEnd: c.requestEnd,
+		endHolds:   c.ring.EndHolds,
 		leaderExited: func() {
 			c.mu.Lock()
 			c.leaderExited = true

@@ -65,3 +65,18 @@ func TestCreateHoldKeepsEveryByte(t *testing.T) {
 		t.Fatalf("state %s", st.State)
 	}
 }
+
+// TestPipeGraceEndsHolds: when the pipe grace ends with a pipe still open
+// (a background `yes` holds it after the leader exited), the readers stop
+// waiting for holding streams (Ring.EndHolds) before their last read, so a
+// hold cannot stretch the end of a command past the grace by its bound.
+func TestPipeGraceEndsHolds(t *testing.T) {
+	m := newManager(t, func(c *Config) { c.OutputLimit = 64 << 10; c.KillGrace = 100 * time.Millisecond })
+	c := mustCreate(t, m, CreateRequest{Argv: []string{"sh", "-c", "timeout 5 yes & exit 0"}})
+	h := c.Hold(0, time.Second) // never advanced: holds until it lapses
+	defer h.Release()
+	waitDone(t, c)
+	if !c.ring.Stats().HoldsEnded {
+		t.Fatal("the command ended with its pipes held open and the ring's holds still honoured")
+	}
+}

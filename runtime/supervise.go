@@ -75,6 +75,10 @@ type supervision struct {
 	leaderExited func()
 	// ending, if set, is called when the end is about to be signalled.
 	ending func()
+	// endHolds, if set, is called when the readers may wait no more for
+	// holding streams (Command.Hold): the pipe grace is over, or Shutdown's
+	// kill deadline has passed.
+	endHolds func()
 }
 
 // supervised is what run reports.
@@ -174,8 +178,12 @@ func (s *supervision) run() supervised {
 			ask(causeKill)
 		case <-killNow:
 			// Terminate (termCtx) sends SIGKILL now; the pipe grace shrinks
-			// to its minimum, so the command ends inside Shutdown's budget.
+			// to its minimum, and no reader waits for a holding stream, so
+			// the command ends inside Shutdown's budget.
 			killNow, hurry = nil, true
+			if s.endHolds != nil {
+				s.endHolds()
+			}
 			if grace != nil {
 				startGrace()
 			}
@@ -201,6 +209,9 @@ func (s *supervision) run() supervised {
 		}
 	}
 	if pipesOpen {
+		if s.endHolds != nil {
+			s.endHolds() // a reader waiting for a holding stream takes its last read now
+		}
 		now := time.Now()
 		for _, f := range s.files {
 			f.SetReadDeadline(now)
