@@ -182,10 +182,10 @@ func (c *cli) stdinError(err error) {
 //
 // Its steps: the local terminal (raw, window size), the input (stdin or
 // only the detach key), the signals, then the events until the end.
-func (c *cli) attachTo(ctx context.Context, st *wire.Status, cursor int64, withStdin, owned bool) int {
+func (c *cli) attachTo(ctx context.Context, st *wire.Status, cursor int64, withStdin, owned bool, hold time.Duration) int {
 	ctx, cancel := context.WithCancel(ctx) // ends the window and signal relays with the attach
 	defer cancel()
-	a, err := c.c.Attach(ctx, st.CommandID, cursor)
+	a, err := c.c.AttachHeld(ctx, st.CommandID, cursor, hold)
 	if err != nil {
 		return c.fail(err, st.CommandID)
 	}
@@ -401,12 +401,17 @@ func (at *attachment) detachedExit() int {
 }
 
 func (c *cli) attach(args []string) int {
-	fs, url, tok := c.flags("attach [--no-stdin] [--cursor N] ID", "Attaches to a running command: shows its retained output (on a terminal, the screen) and what follows, forwards stdin (when the command has it; its end closes a pipe command's stdin, and on a terminal command only stops the forwarding), signals and, on a terminal, every key and the window size; Ctrl-] detaches and leaves it running. Exits with the command's exit code.")
+	fs, url, tok := c.flags("attach [--no-stdin] [--cursor N] [--hold S] ID", "Attaches to a running command: shows its retained output (on a terminal, the screen) and what follows, forwards stdin (when the command has it; its end closes a pipe command's stdin, and on a terminal command only stops the forwarding), signals and, on a terminal, every key and the window size; Ctrl-] detaches and leaves it running. Exits with the command's exit code.")
 	noStdin := fs.Bool("no-stdin", false, "do not forward stdin (the command's stays open)")
 	cursor := fs.Int64("cursor", -1, "show the output from this cursor on (default: the oldest byte still retained)")
+	var hold float64
+	holdFlag(fs, &hold)
 	rest, code, ok := c.parse(fs, url, tok, args, 1)
 	if !ok {
 		return code
+	}
+	if !c.checkHold(fs, hold) {
+		return 2
 	}
 	ctx := context.Background()
 	st, err := c.c.Get(ctx, rest[0])
@@ -417,5 +422,5 @@ func (c *cli) attach(args []string) int {
 	if *cursor >= 0 {
 		from = *cursor
 	}
-	return c.attachTo(ctx, st, from, !*noStdin, false)
+	return c.attachTo(ctx, st, from, !*noStdin, false, holdDuration(hold))
 }

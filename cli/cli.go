@@ -74,11 +74,11 @@ The same binary is the command-line client of a running daemon when its
 first argument is a subcommand (each has --help; --url and --token-file
 go after the subcommand):
 
-  sandbox-runtime exec [-i] [-t] [-e K=V]… [-w DIR] [--timeout S] -- ARGV…
+  sandbox-runtime exec [-i] [-t] [-e K=V]… [-w DIR] [--timeout S] [--hold S] -- ARGV…
   sandbox-runtime run -d [-e K=V]… [-w DIR] [--timeout S] -- ARGV…
   sandbox-runtime ps [-q] [--state STATE]
   sandbox-runtime logs [-f] ID
-  sandbox-runtime attach [--no-stdin] [--cursor N] ID
+  sandbox-runtime attach [--no-stdin] [--cursor N] [--hold S] ID
   sandbox-runtime kill [-s SIGNAL] ID
   sandbox-runtime cp SRC DST        (":path" is in the sandbox, "-" is stdin or stdout)
   sandbox-runtime code [--context ID] [--out DIR] [-f FILE | CODE]   (Python in a code context; -i: a REPL)

@@ -3,11 +3,11 @@
 // (package client). Without a subcommand the binary is the daemon;
 // cmd/sandbox-runtime's main decides which (IsCommand) and calls Run.
 //
-//	sandbox-runtime exec [-i] [-t] [-e K=V]… [-w DIR] [--timeout S] -- ARGV…
+//	sandbox-runtime exec [-i] [-t] [-e K=V]… [-w DIR] [--timeout S] [--hold S] -- ARGV…
 //	sandbox-runtime run -d [-e K=V]… [-w DIR] [--timeout S] -- ARGV…
 //	sandbox-runtime ps [-q] [--state STATE]
 //	sandbox-runtime logs [-f] ID
-//	sandbox-runtime attach [--no-stdin] [--cursor N] ID
+//	sandbox-runtime attach [--no-stdin] [--cursor N] [--hold S] ID
 //	sandbox-runtime kill [-s SIGNAL] ID
 //	sandbox-runtime cp SRC DST        (":path" is in the sandbox, "-" is stdin/stdout)
 //

@@ -30,6 +30,7 @@ type createFlags struct {
 	envs                     envFlag
 	dir                      string
 	timeout                  float64
+	hold                     float64
 }
 
 type envFlag map[string]string
@@ -56,7 +57,31 @@ func (c *cli) createFlagSet(usage, about string, detach bool) (*flag.FlagSet, *c
 	fs.Var(f.envs, "e", "set an environment variable K=V (repeatable)")
 	fs.StringVar(&f.dir, "w", "", "the working directory (absolute; default the daemon's base dir)")
 	fs.Float64Var(&f.timeout, "timeout", 0, "seconds before the command is killed (default the daemon's, 60 s)")
+	holdFlag(fs, &f.hold)
 	return fs, f, url, tok
+}
+
+// holdFlag defines --hold (exec, run, attach).
+func holdFlag(fs *flag.FlagSet, hold *float64) {
+	fs.Float64Var(hold, "hold", 0, "seconds (at most 1) the daemon may hold the command back, each time, rather than drop output this client has not shown yet: nothing is lost while the client keeps up within that, and the command runs at the pace of this terminal")
+}
+
+// checkHold refuses, as a usage error, a --hold that is not a number of
+// seconds from 0 to 1.
+func (c *cli) checkHold(fs *flag.FlagSet, hold float64) bool {
+	if hold >= 0 && hold <= 1 { // NaN fails both
+		return true
+	}
+	c.usageError(fs, fmt.Sprintf("--hold %v: give a number of seconds from 0 to 1", hold))
+	return false
+}
+
+// holdDuration is --hold as a duration; 0 when not positive.
+func holdDuration(s float64) time.Duration {
+	if !(s > 0) {
+		return 0
+	}
+	return time.Duration(min(s, 1) * float64(time.Second))
 }
 
 func (f *createFlags) request(argv []string) wire.CreateRequest {
@@ -81,6 +106,9 @@ func (c *cli) checkCreate(fs *flag.FlagSet, f *createFlags, argv []string) bool 
 		c.usageError(fs, fmt.Sprintf("--timeout %v: give a number of seconds above 0 and at most %d (a year)", f.timeout, maxTimeout))
 		return false
 	}
+	if !c.checkHold(fs, f.hold) {
+		return false
+	}
 	notText := func(what, s string) bool {
 		if utf8.ValidString(s) {
 			return false
@@ -101,7 +129,7 @@ func (c *cli) checkCreate(fs *flag.FlagSet, f *createFlags, argv []string) bool 
 	return !notText("the -w directory", f.dir)
 }
 
-const execUsage = "exec [-i] [-t] [-e K=V]… [-w DIR] [--timeout S] -- ARGV…"
+const execUsage = "exec [-i] [-t] [-e K=V]… [-w DIR] [--timeout S] [--hold S] -- ARGV…"
 
 func (c *cli) exec(args []string) int {
 	fs, f, url, tok := c.createFlagSet(execUsage, "Runs ARGV in the sandbox, streams its output here and exits with its exit code (128+N for signal N).\n\nExit status: the command's; 125 when the client or the daemon failed, and when output was lost\n(the daemon keeps only the most recent output, 1 MiB by default, and the client read too slowly)\nwhile the command itself exited 0; 126 cannot run, 127 not found, 2 usage error.\nWhen stdout is a pipe whose reader has gone (| head), the command is killed and the exit is 141\n(as SIGPIPE in a pipeline); another write error kills it too and exits 125.", false)
@@ -116,7 +144,7 @@ func (c *cli) exec(args []string) int {
 }
 
 func (c *cli) run(args []string) int {
-	fs, f, url, tok := c.createFlagSet("run [-d] [-i] [-t] [-e K=V]… [-w DIR] [--timeout S] -- ARGV…",
+	fs, f, url, tok := c.createFlagSet("run [-d] [-i] [-t] [-e K=V]… [-w DIR] [--timeout S] [--hold S] -- ARGV…",
 		"Like exec; with -d it starts ARGV in the background and prints its command id.", true)
 	argv, code, ok := c.parse(fs, url, tok, args, -1)
 	if !ok {
@@ -171,6 +199,7 @@ func (c *cli) execute(f *createFlags, argv []string) int {
 	})
 	res, err := c.c.Run(ctx, req, srclient.RunOptions{
 		CollectLimit: -1,
+		Hold:         holdDuration(f.hold),
 		Stdout: func(b []byte) {
 			if !c.emit(c.stdout, b) {
 				cancel()
@@ -365,5 +394,5 @@ func (c *cli) executeTTY(parent context.Context, f *createFlags, argv []string) 
 	if err != nil {
 		return c.fail(err, "")
 	}
-	return c.attachTo(parent, st, 0, true, true)
+	return c.attachTo(parent, st, 0, true, true, holdDuration(f.hold))
 }

@@ -33,8 +33,9 @@ import (
 // are not acknowledged): use Client.Stdin where every byte must arrive.
 // Sending needs Next to be called (it is Next that re-dials).
 type Attachment struct {
-	c  *Client
-	id string
+	c    *Client
+	id   string
+	hold time.Duration // the ?hold= of every dial (AttachHeld)
 
 	sendMu  sync.Mutex      // held by a send from start to end: frames go out in order
 	mu      sync.Mutex      // guards conn, broken, closed and over; never held during a write
@@ -55,7 +56,13 @@ type Attachment struct {
 
 // Attach opens a WebSocket on command id from cursor.
 func (c *Client) Attach(ctx context.Context, id string, cursor int64) (*Attachment, error) {
-	a := &Attachment{c: c, id: id, cursor: cursor}
+	return c.AttachHeld(ctx, id, cursor, 0)
+}
+
+// AttachHeld is Attach with an output hold on every connection of the
+// attachment (RunOptions.Hold; 0: none).
+func (c *Client) AttachHeld(ctx context.Context, id string, cursor int64, hold time.Duration) (*Attachment, error) {
+	a := &Attachment{c: c, id: id, cursor: cursor, hold: hold}
 	a.changed = sync.NewCond(&a.mu)
 	// The first dial is retried like an idempotent request: a blip at the
 	// start is no different from one later.
@@ -87,7 +94,9 @@ func (a *Attachment) dial(ctx context.Context) (*websocket.Conn, error) {
 	}
 	u.Path += "/v1/commands/" + a.id + "/attach"
 	u.RawPath = a.c.base.Path + commandPath(a.id, "attach")
-	u.RawQuery = url.Values{"cursor": {strconv.FormatInt(a.cursor, 10)}}.Encode()
+	q := url.Values{"cursor": {strconv.FormatInt(a.cursor, 10)}}
+	setHold(q, a.hold)
+	u.RawQuery = q.Encode()
 	d := websocket.Dialer{NetDialContext: a.c.dialer.DialContext, HandshakeTimeout: 10 * time.Second}
 	h := http.Header{}
 	a.c.authorize(h)

@@ -652,6 +652,55 @@ func TestCLIExecLostOutputFails(t *testing.T) {
 	}
 }
 
+// TestCLIExecHoldLosesNothing: the same 64 KiB ring as
+// TestCLIExecLostOutputFails, the client's stdout a pipe read at about
+// 2 MB/s while `yes` writes 2 MB at once: with --hold the daemon waits for
+// the client and it shows every byte, exits 0 and says nothing; without it
+// (the control) bytes are lost and it exits 125. A --hold above 1 is a
+// usage error.
+func TestCLIExecHoldLosesNothing(t *testing.T) {
+	t.Parallel()
+	d := startCLIDaemon(t, "SANDBOX_OUTPUT_LIMIT_BYTES=65536")
+	const n = 2000000
+	run := func(args ...string) (code int, got []byte, stderr string) {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, binPath, append(append([]string{"exec"}, args...), "--", "sh", "-c", "yes | head -c "+strconv.Itoa(n))...)
+		cmd.Env = append(cliEnv(), d.env()...)
+		var errb bytes.Buffer
+		cmd.Stderr = &errb
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		buf := make([]byte, 16<<10)
+		for {
+			k, err := out.Read(buf)
+			got = append(got, buf[:k]...)
+			if err != nil {
+				break
+			}
+			time.Sleep(8 * time.Millisecond) // paces a slow reader (about 2 MB/s); nothing waits on it
+		}
+		cmd.Wait()
+		return cmd.ProcessState.ExitCode(), got, errb.String()
+	}
+	code, got, stderr := run("--hold", "1")
+	if want := strings.Repeat("y\n", n/2); code != 0 || string(got) != want || stderr != "" {
+		t.Fatalf("--hold 1: exit %d, %d of %d bytes (equal %v), stderr %q; want 0, every byte, nothing said", code, len(got), n, string(got) == want, stderr)
+	}
+	if code, got, _ := run(); code != 125 || len(got) >= n {
+		t.Fatalf("without --hold: exit %d with %d of %d bytes; want 125 and bytes lost (else the test cannot tell)", code, len(got), n)
+	}
+	r := runClient(t, d.env(), "", "exec", "--hold", "2", "--", "true")
+	if r.code != 2 || !strings.Contains(r.stderr, "--hold 2") {
+		t.Fatalf("--hold 2: exit %d, stderr %q; want a usage error", r.code, r.stderr)
+	}
+}
+
 // TestCLIOutputWriteErrors (F03, F04): exec piped into a reader that stops
 // (head) exits 141 quietly and kills the command it started; a stdout that
 // fails otherwise (/dev/full) is said, the command killed, exit 125; logs
