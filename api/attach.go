@@ -17,6 +17,7 @@ import (
 	"github.com/gorilla/websocket"
 	"go.uber.org/zap"
 
+	"github.com/sandbox-runtime/sandbox-runtime/ringbuf"
 	"github.com/sandbox-runtime/sandbox-runtime/runtime"
 	"github.com/sandbox-runtime/sandbox-runtime/wire"
 )
@@ -151,7 +152,7 @@ type attachment struct {
 	pingPeriod, pongWait, writeWait time.Duration
 
 	cursor int64         // where the stream starts: next_cursor of error events before any event
-	hold   time.Duration // the stream's hold (protocol.md §4); 0: none
+	hold   *ringbuf.Hold // the stream's hold (protocol.md §4); nil: none
 
 	events chan wsFrame // generator → writer: event frames and the close frame, in order; unbuffered
 	out    chan wsFrame // reader → writer: error events; bounded
@@ -178,6 +179,17 @@ func (s *Server) attach(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	var h *ringbuf.Hold
+	if hold > 0 {
+		// Before the upgrade, so that a refusal is a plain JSON error; the
+		// handler returns once the attachment is over.
+		var err error
+		if h, err = c.Hold(cursor, hold); err != nil {
+			fail(w, err)
+			return
+		}
+		defer h.Release()
+	}
 	ws, ok := s.openWebSocket(w, r, wsShape{readBuffer: 4 << 10, writeBuffer: 32 << 10, recvBuffer: true})
 	if !ok {
 		return // refused or the upgrade failed: answered
@@ -186,7 +198,7 @@ func (s *Server) attach(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	a := s.newAttachment(ws, s.log.With(zap.String("command_id", c.ID())), cancel)
-	a.c, a.cursor, a.hold = c, cursor, hold
+	a.c, a.cursor, a.hold = c, cursor, h
 	a.feed = stdinFeed{wake: make(chan struct{}, 1), room: make(chan struct{})}
 	s.runAttachment(a, func() { a.generate(ctx) }, a.readLoop, a.writeLoop, a.feedLoop)
 }
@@ -223,11 +235,7 @@ func (s *Server) attachable(w http.ResponseWriter, r *http.Request) (c *runtime.
 // stream at shutdown), then asks the writer for the close frame.
 func (a *attachment) generate(ctx context.Context) {
 	sink := &attachSink{a: a}
-	o := streamOptions{cursor: a.cursor, follow: true, window: attachWindow}
-	if a.hold > 0 {
-		o.hold = a.c.Hold(a.cursor, a.hold)
-		defer o.hold.Release()
-	}
+	o := streamOptions{cursor: a.cursor, follow: true, window: attachWindow, hold: a.hold}
 	err := a.s.streamEvents(ctx, a.c, o, sink)
 	a.closeAfter(err, sink, "attach stream failed", true)
 }

@@ -137,9 +137,16 @@ func (s *Server) createCommand(w http.ResponseWriter, r *http.Request) {
 	o := streamOptions{follow: true, window: secondsDur(window)}
 	if hold > 0 {
 		// The hold made before the process started (no byte lost before
-		// this stream opened); a re-post's stream makes its own.
-		if o.hold = c.TakeCreateHold(); o.hold == nil || !created {
-			o.hold = c.Hold(0, hold)
+		// this stream opened) is the creating request's; a re-post's
+		// stream makes its own.
+		if created {
+			o.hold = c.TakeCreateHold()
+		}
+		if o.hold == nil {
+			if o.hold, err = c.Hold(0, hold); err != nil {
+				fail(w, err)
+				return
+			}
 		}
 	}
 	started := wire.AppendStatusEvent(nil, wire.EventStarted, &st, 0)
@@ -255,7 +262,10 @@ func (s *Server) commandOutput(w http.ResponseWriter, r *http.Request) {
 	}
 	o := streamOptions{cursor: cursor, follow: follow, window: secondsDur(window)}
 	if hold > 0 {
-		o.hold = c.Hold(cursor, hold)
+		if o.hold, err = c.Hold(cursor, hold); err != nil {
+			fail(w, err)
+			return
+		}
 	}
 	s.streamNDJSON(w, r, c, http.StatusOK, o, nil)
 }

@@ -24,9 +24,14 @@ import (
 // made (as a slow client's would be), and, when rate > 0, reads at about
 // rate bytes per second: the client, not the kernel, paces the stream.
 func holdDial(rate float64) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	return holdDialBuf(rate, 32<<10)
+}
+
+// holdDialBuf is holdDial with a receive buffer of rcvbuf bytes.
+func holdDialBuf(rate float64, rcvbuf int) func(ctx context.Context, network, addr string) (net.Conn, error) {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
 		d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
-			return rc.Control(func(fd uintptr) { syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 32<<10) })
+			return rc.Control(func(fd uintptr) { syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, rcvbuf) })
 		}}
 		conn, err := d.DialContext(ctx, network, addr)
 		if err != nil || rate <= 0 {
@@ -223,5 +228,76 @@ func TestHoldQuery(t *testing.T) {
 	code, b = atDo(t, "POST", ts.URL+"/v1/commands?stream=true&hold=0.25", `{"argv":["echo","hi"]}`, nil)
 	if code != http.StatusCreated || !strings.Contains(string(b), `"data":"hi\n"`) {
 		t.Fatalf("create with hold: %d %s", code, b)
+	}
+}
+
+// TestHoldOfASlowSteadyReader: a client reading at 40 KB/s through an
+// 8 KiB receive buffer, far slower than `yes`, keeps a 2 s hold for
+// 128 KiB through a 64 KiB ring on /output and /attach: the stream sends a
+// holding stream's output 16 KiB at a time (0.4 s at that rate), each
+// restarting the bound, so the command is paced and nothing is lost.
+// (That the bound restarts at each Advance, rather than running from the
+// wait's start, is TestHoldSlowSteadyReaderKeepsItsHold in ringbuf.)
+func TestHoldOfASlowSteadyReader(t *testing.T) {
+	ts := newTestServer(t, func(c *runtime.Config, o *Options) {
+		c.OutputLimit = 64 << 10
+		atQuietAPI(c, o)
+	})
+	const n, rate, rcvbuf = 128 << 10, 40e3, 8 << 10
+	argv, want := atGenerator(n)
+	gated := []string{"sh", "-c", "read x; " + argv[2]}
+	t.Run("output", func(t *testing.T) {
+		st := atCreate(t, ts, string(marshal(map[string]any{"argv": gated, "stdin": true})))
+		client := &http.Client{Transport: &http.Transport{DialContext: holdDialBuf(rate, rcvbuf), DisableKeepAlives: true}}
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		req, _ := http.NewRequestWithContext(ctx, "GET", ts.URL+"/v1/commands/"+st.CommandID+"/output?max_wait=60&hold=2", nil)
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		atDo(t, "POST", ts.URL+"/v1/commands/"+st.CommandID+"/stdin", `{"data":"go\n"}`, nil)
+		if r := holdRead(t, resp); r.state != "exited" || r.dropped != 0 || string(r.out) != want {
+			t.Fatalf("state %q, %d bytes dropped, %d of %d bytes (equal %v)", r.state, r.dropped, len(r.out), n, string(r.out) == want)
+		}
+	})
+	t.Run("attach", func(t *testing.T) {
+		st := atCreate(t, ts, string(marshal(map[string]any{"argv": gated, "stdin": true})))
+		c := atDialWith(t, &websocket.Dialer{ReadBufferSize: 4 << 10, NetDialContext: holdDialBuf(rate, rcvbuf)}, ts, st.CommandID, "hold=2")
+		c.send(`{"type":"stdin","data":"go\n"}`)
+		if end := c.readExit(); end.State != "exited" || string(c.out) != want { // a gap frame fails the test
+			t.Fatalf("state %s, %d of %d bytes", end.State, len(c.out), n)
+		}
+	})
+}
+
+// TestHoldsPerCommandRefused: a command takes 8 holding streams at once; a
+// ninth is 409 conflict on /output and, before the upgrade, on /attach,
+// and the stream opens without hold.
+func TestHoldsPerCommandRefused(t *testing.T) {
+	ts := newTestServer(t, atQuietAPI)
+	st := atCreate(t, ts, `{"argv":["sleep","30"]}`)
+	defer atDo(t, "POST", ts.URL+"/v1/commands/"+st.CommandID+"/kill", "", nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for i := range runtime.MaxHolds {
+		req, _ := http.NewRequestWithContext(ctx, "GET", fmt.Sprintf("%s/v1/commands/%s/output?hold=1&max_wait=30", ts.URL, st.CommandID), nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("holding stream %d: %v %v", i, resp, err)
+		}
+		defer resp.Body.Close()
+	}
+	code, b := atDo(t, "GET", ts.URL+"/v1/commands/"+st.CommandID+"/output?hold=1&follow=false", "", nil)
+	if code != http.StatusConflict || !strings.Contains(string(b), "holding streams") {
+		t.Fatalf("a ninth holding stream: %d %s; want 409", code, b)
+	}
+	code, b = atDo(t, "GET", ts.URL+"/v1/commands/"+st.CommandID+"/attach?hold=1", "", http.Header{
+		"Connection": {"Upgrade"}, "Upgrade": {"websocket"}, "Sec-Websocket-Version": {"13"}, "Sec-Websocket-Key": {"dGhlIHNhbXBsZSBub25jZQ=="}})
+	if code != http.StatusConflict || !strings.Contains(string(b), "holding streams") {
+		t.Fatalf("a ninth holding attach: %d %s; want 409 before the upgrade", code, b)
+	}
+	if code, _ := atDo(t, "GET", ts.URL+"/v1/commands/"+st.CommandID+"/output?follow=false", "", nil); code != http.StatusOK {
+		t.Fatalf("without hold: %d", code)
 	}
 }

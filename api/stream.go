@@ -25,8 +25,13 @@ const (
 	// maxEventText bounds the JSON text of one event's data: a chunk of
 	// control bytes (6 bytes each as \u00XX) is cut shorter, so that an
 	// event never holds more than this in a sink's buffer.
-	maxEventText  = 64 << 10
-	maxReadBytes  = 64 << 10 // output bytes copied out of the ring per read
+	maxEventText = 64 << 10
+	maxReadBytes = 64 << 10 // output bytes copied out of the ring per read
+	// holdReadBytes is a holding stream's read, each flushed before the
+	// next (no batching): its Advance, which restarts its hold's bound,
+	// comes once per this much sent, so a client that reads at least this
+	// much per hold keeps it (protocol.md §4 "Holding the producer").
+	holdReadBytes = 16 << 10
 	sinkFlushSize = 64 << 10 // an NDJSON sink writes once it holds this much
 	// streamUnsentLimit bounds the bytes of a stream's connection that the
 	// kernel holds unsent (see httpx.LimitUnsent). With autotuning alone a
@@ -94,7 +99,7 @@ func (s *Server) streamEvents(ctx context.Context, c *runtime.Command, o streamO
 			return err
 		}
 		notify := c.Notify()
-		res, err := c.Read(w.cursor, maxReadBytes, w.buf[:0], w.recs[:0])
+		res, err := c.Read(w.cursor, w.readBytes, w.buf[:0], w.recs[:0])
 		if err != nil {
 			return err
 		}
@@ -116,7 +121,8 @@ func (s *Server) streamEvents(ctx context.Context, c *runtime.Command, o streamO
 			if w.hb != nil {
 				w.hb.Reset(o.heartbeatEvery)
 			}
-			if len(res.Records) > 0 && res.Next < c.NextCursor() {
+			more := len(res.Records) > 0 && res.Next < c.NextCursor()
+			if more && o.hold == nil {
 				// More is retained already: keep reading (the deadlines are
 				// checked above) and leave the batch to the sink, which
 				// writes it once it holds sinkFlushSize; the flush comes
@@ -126,6 +132,11 @@ func (s *Server) streamEvents(ctx context.Context, c *runtime.Command, o streamO
 			}
 			if err := sink.flush(); err != nil {
 				return err
+			}
+			if more {
+				// A holding stream flushes each of its smaller reads, so
+				// that its Advance follows its client's pace, and reads on.
+				continue
 			}
 		}
 		if !o.follow {
@@ -145,19 +156,25 @@ type streamWindow struct {
 	o      streamOptions
 	sink   eventSink
 	cursor int64 // the next byte to send
-	buf    []byte
-	recs   []ringbuf.Record
-	line   []byte // the event being encoded, for a sink that is not a bufferedSink
-	window *time.Timer
-	hb     *time.Ticker // nil without heartbeats
-	hbC    <-chan time.Time
+	// readBytes is what one read copies out of the ring: maxReadBytes, or
+	// holdReadBytes for a holding stream.
+	readBytes int
+	buf       []byte
+	recs      []ringbuf.Record
+	line      []byte // the event being encoded, for a sink that is not a bufferedSink
+	window    *time.Timer
+	hb        *time.Ticker // nil without heartbeats
+	hbC       <-chan time.Time
 	// closing is the reason of the `end` line, once the window or
 	// shutdown closed the stream; "" before.
 	closing string
 }
 
 func (s *Server) openWindow(c *runtime.Command, o streamOptions, sink eventSink) *streamWindow {
-	w := &streamWindow{s: s, c: c, o: o, sink: sink, cursor: o.cursor, window: time.NewTimer(o.window)}
+	w := &streamWindow{s: s, c: c, o: o, sink: sink, cursor: o.cursor, readBytes: maxReadBytes, window: time.NewTimer(o.window)}
+	if o.hold != nil {
+		w.readBytes = holdReadBytes
+	}
 	if o.heartbeatEvery > 0 {
 		w.hb = time.NewTicker(o.heartbeatEvery)
 		w.hbC = w.hb.C

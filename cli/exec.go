@@ -63,16 +63,16 @@ func (c *cli) createFlagSet(usage, about string, detach bool) (*flag.FlagSet, *c
 
 // holdFlag defines --hold (exec, run, attach).
 func holdFlag(fs *flag.FlagSet, hold *float64) {
-	fs.Float64Var(hold, "hold", 0, "seconds (at most 1) the daemon may hold the command back, each time, rather than drop output this client has not shown yet: nothing is lost while the client keeps up within that, and the command runs at the pace of this terminal")
+	fs.Float64Var(hold, "hold", 0, "seconds (at most 10) the daemon may wait for this client, with nothing shown, rather than drop output the client has not shown yet: the command runs at the pace of this terminal or pipe, and nothing is lost while the client keeps reading")
 }
 
 // checkHold refuses, as a usage error, a --hold that is not a number of
-// seconds from 0 to 1.
+// seconds from 0 to 10.
 func (c *cli) checkHold(fs *flag.FlagSet, hold float64) bool {
-	if hold >= 0 && hold <= 1 { // NaN fails both
+	if hold >= 0 && hold <= 10 { // NaN fails both
 		return true
 	}
-	c.usageError(fs, fmt.Sprintf("--hold %v: give a number of seconds from 0 to 1", hold))
+	c.usageError(fs, fmt.Sprintf("--hold %v: give a number of seconds from 0 to 10", hold))
 	return false
 }
 
@@ -81,7 +81,7 @@ func holdDuration(s float64) time.Duration {
 	if !(s > 0) {
 		return 0
 	}
-	return time.Duration(min(s, 1) * float64(time.Second))
+	return time.Duration(min(s, 10) * float64(time.Second))
 }
 
 func (f *createFlags) request(argv []string) wire.CreateRequest {

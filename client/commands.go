@@ -372,9 +372,9 @@ type RunOptions struct {
 	// ones; the rest is counted in Result.StdoutDropped/StderrDropped).
 	// 0: 64 MiB; negative: collect nothing.
 	CollectLimit int
-	// Hold, when positive, asks the daemon to hold the command back, up to
-	// Hold per wait (at most 1 s), rather than evict output this Run has
-	// not received (`?hold=`, protocol.md §4 "Holding the producer"): the
+	// Hold, when positive, asks the daemon to wait for this Run, up to Hold
+	// without progress (at most 10 s), rather than evict output it has not
+	// received (`?hold=`, protocol.md §4 "Holding the producer"): the
 	// command then runs at the pace Run reads, and loses output only while
 	// no stream is open (between reconnects) or once a wait lapses.
 	Hold time.Duration

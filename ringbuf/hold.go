@@ -1,44 +1,54 @@
 package ringbuf
 
-import "time"
+import (
+	"time"
+	"unicode/utf8"
+)
 
 // Hold is a reader that asked the writer to wait for it, up to a bound,
 // rather than evict bytes it has not read yet (the opt-in `hold` of an
 // output stream, protocol.md §4). Append itself never waits; a writer that
 // honours holds appends with AppendHeld.
 //
-// A hold lapses when the writer has waited for it for its whole bound in
-// one AppendHeld: from then on it holds nothing (the reader sees a gap, as
-// without a hold) until it has caught up with the output (Advance to End).
-// So a reader that stopped reading stalls the writer once, by its bound,
-// and a reader that is merely slower than the writer paces it while it
-// keeps up and stops doing so once it falls a whole bound behind.
+// A hold lapses when the writer has waited for it for a whole bound during
+// which the reader made no progress (no Advance): from then on it holds
+// nothing (the reader sees a gap, as without a hold) until it has caught up
+// with the output (Advance to End). So a reader that stopped reading stalls
+// the writer once, by its bound, and a reader that keeps reading, however
+// slowly, paces the writer.
 type Hold struct {
 	r      *Ring
 	next   int64         // the first byte the reader has not read yet
-	bound  time.Duration // the longest one AppendHeld waits for it
+	bound  time.Duration // how long AppendHeld waits for it without progress
+	moved  time.Time     // the last Advance that moved next; zero before one
 	lapsed bool
 }
 
 // Hold registers a reader whose next byte to read is next, for whom
-// AppendHeld waits up to bound (which must be positive). Release it when the
-// reader is done.
-func (r *Ring) Hold(next int64, bound time.Duration) *Hold {
+// AppendHeld waits up to bound without progress (bound must be positive).
+// It refuses (false) when most holds are registered already. Release it
+// when the reader is done.
+func (r *Ring) Hold(next int64, bound time.Duration, most int) (*Hold, bool) {
 	h := &Hold{r: r, next: next, bound: max(bound, time.Nanosecond)}
 	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.holds) >= most {
+		return nil, false
+	}
 	r.holds = append(r.holds, h)
 	r.nholds.Store(int32(len(r.holds)))
-	r.mu.Unlock()
-	return h
+	return h, true
 }
 
-// Advance records that the reader has read everything before next. A
-// lapsed hold holds again once next reaches End.
+// Advance records that the reader has read everything before next, which
+// restarts the hold's bound. A lapsed hold holds again once next reaches
+// End.
 func (h *Hold) Advance(next int64) {
 	r := h.r
 	r.mu.Lock()
 	if next > h.next {
 		h.next = next
+		h.moved = time.Now()
 		if h.lapsed && next >= r.end {
 			h.lapsed = false
 		}
@@ -83,18 +93,48 @@ func (r *Ring) wakeRoom() {
 
 // AppendHeld is Append, first waiting until it would evict no byte that a
 // hold which has not lapsed has yet to read; it returns how long it waited.
-// It waits for each such hold at most that hold's bound from the moment the
-// wait began, and lapses a hold whose bound has passed. Without a hold
+// It waits for each such hold until the hold's bound has passed with no
+// progress of its reader (counted from the wait's start or the reader's
+// last Advance, whichever is later), and then lapses it. Without a hold
 // (one atomic load) it is Append. The last check and the append are made
 // under one lock, so two writers (stdout's and stderr's pumps) cannot both
-// see room that only one of them has. An Append larger than the ring
-// evicts its own head whatever the readers do: it waits only for what is
-// retained.
+// see room that only one of them has.
+//
+// p longer than the ring is appended in pieces of at most the ring's size,
+// cut before a UTF-8 character's first byte where there is one, each
+// waited for: a holding reader can read a piece whole before the next
+// evicts it.
 func (r *Ring) AppendHeld(s Stream, p []byte) time.Duration {
 	if r.nholds.Load() == 0 || len(p) == 0 {
 		r.Append(s, p)
 		return 0
 	}
+	var waited time.Duration
+	for len(p) > 0 {
+		n := min(len(p), r.maxBytes)
+		if n < len(p) {
+			n = pieceEnd(p, n)
+		}
+		waited += r.appendPiece(s, p[:n])
+		p = p[n:]
+	}
+	return waited
+}
+
+// pieceEnd is where to cut p, which is longer than n > 0, so that the first
+// piece holds at most n bytes: before the last UTF-8 first byte among its
+// last utf8.UTFMax bytes, or at n when there is none (or it is at 0).
+func pieceEnd(p []byte, n int) int {
+	for i := n; i > 0 && i > n-utf8.UTFMax; i-- {
+		if utf8.RuneStart(p[i]) {
+			return i
+		}
+	}
+	return n
+}
+
+// appendPiece is AppendHeld of p, at most the ring's size.
+func (r *Ring) appendPiece(s Stream, p []byte) time.Duration {
 	var began time.Time
 	var timer *time.Timer
 	defer func() {
@@ -107,14 +147,13 @@ func (r *Ring) AppendHeld(s Stream, p []byte) time.Duration {
 		wait := r.holdWait(s, len(p), &began)
 		if wait < 0 {
 			r.appendLocked(s, p)
+			var d time.Duration
 			if !began.IsZero() {
-				d := time.Since(began)
-				r.heldFor += d
-				r.mu.Unlock()
-				return d
+				d = time.Since(began)
+				r.stopWaiting()
 			}
 			r.mu.Unlock()
-			return 0
+			return d
 		}
 		if r.room == nil {
 			r.room = make(chan struct{})
@@ -136,8 +175,9 @@ func (r *Ring) AppendHeld(s Stream, p []byte) time.Duration {
 
 // holdWait, under r.mu, is how long an Append of n bytes to s should wait
 // for the holds in its way (the shortest bound left), or -1 when none is
-// (or the ring is closed, or EndHolds was called). It lapses the holds whose bound has passed
-// since *began, which it sets when it first finds one in the way.
+// (or the ring is closed, or EndHolds was called). It lapses the holds
+// whose bound has passed without progress since *began, which it sets (and
+// counts a waiting writer) when it first finds one in the way.
 func (r *Ring) holdWait(s Stream, n int, began *time.Time) time.Duration {
 	if r.closed || r.holdsEnded {
 		return -1
@@ -151,8 +191,13 @@ func (r *Ring) holdWait(s Stream, n int, began *time.Time) time.Duration {
 		}
 		if began.IsZero() {
 			*began = time.Now()
+			r.startWaiting(*began)
 		}
-		left := h.bound - time.Since(*began)
+		from := *began
+		if h.moved.After(from) {
+			from = h.moved
+		}
+		left := h.bound - time.Since(from)
 		if left <= 0 {
 			h.lapsed = true
 			r.lapses++
@@ -163,4 +208,21 @@ func (r *Ring) holdWait(s Stream, n int, began *time.Time) time.Duration {
 		}
 	}
 	return wait
+}
+
+// startWaiting and stopWaiting count the writers waiting in AppendHeld, so
+// that heldFor adds up the time at least one of them waited (two pumps
+// waiting at once count once).
+func (r *Ring) startWaiting(now time.Time) {
+	if r.waiters == 0 {
+		r.waitSince = now
+	}
+	r.waiters++
+}
+
+func (r *Ring) stopWaiting() {
+	r.waiters--
+	if r.waiters == 0 {
+		r.heldFor += time.Since(r.waitSince)
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 )
 
 // waitForRoomWaiter returns once an AppendHeld is waiting (it made the
@@ -22,6 +23,16 @@ func waitForRoomWaiter(r *Ring) {
 	}
 }
 
+// mustHold registers a hold (no limit that matters here).
+func mustHold(t testing.TB, r *Ring, next int64, bound time.Duration) *Hold {
+	t.Helper()
+	h, ok := r.Hold(next, bound, 64)
+	if !ok {
+		t.Fatal("Hold refused")
+	}
+	return h
+}
+
 // appendHeldAsync runs AppendHeld in a goroutine and returns how long it
 // waited, once it has returned.
 func appendHeldAsync(r *Ring, s Stream, p string) <-chan time.Duration {
@@ -35,7 +46,7 @@ func TestAppendHeldWithoutHolds(t *testing.T) {
 	if d := r.AppendHeld(Stdout, []byte("12345678")); d != 0 {
 		t.Fatalf("AppendHeld with no hold waited %v", d)
 	}
-	h := r.Hold(8, time.Hour) // has read everything: nothing of its in the way
+	h := mustHold(t, r, 8, time.Hour) // has read everything: nothing of its in the way
 	defer h.Release()
 	if d := r.AppendHeld(Stdout, []byte("abcdefgh")); d != 0 {
 		t.Fatalf("AppendHeld for a hold that read everything waited %v", d)
@@ -60,7 +71,7 @@ func TestHoldLosesNothing(t *testing.T) {
 		r := New(4<<10, 64)
 		var h *Hold
 		if hold {
-			h = r.Hold(0, time.Minute)
+			h = mustHold(t, r, 0, time.Minute)
 		}
 		var wg sync.WaitGroup
 		for _, s := range []Stream{Stdout, Stderr} {
@@ -129,7 +140,7 @@ func TestHoldLosesNothing(t *testing.T) {
 func TestHoldLapses(t *testing.T) {
 	const bound = 50 * time.Millisecond
 	r := New(8, 4)
-	h := r.Hold(0, bound)
+	h := mustHold(t, r, 0, bound)
 	defer h.Release()
 	r.Append(Stdout, []byte("12345678"))
 	if d := r.AppendHeld(Stdout, []byte("9")); d < bound {
@@ -165,7 +176,7 @@ func TestHoldLapses(t *testing.T) {
 func TestAppendHeldEndsAtReleaseAndClose(t *testing.T) {
 	for _, how := range []string{"release", "close", "endholds"} {
 		r := New(8, 4)
-		h := r.Hold(0, time.Hour)
+		h := mustHold(t, r, 0, time.Hour)
 		r.Append(Stdout, []byte("12345678"))
 		done := appendHeldAsync(r, Stdout, "abcd")
 		waitForRoomWaiter(r)
@@ -203,7 +214,7 @@ func TestAppendHeldRecordLimit(t *testing.T) {
 	r := New(100, 2)
 	r.Append(Stdout, []byte("ab"))
 	r.Append(Stderr, []byte("cd"))
-	h := r.Hold(1, time.Hour)
+	h := mustHold(t, r, 1, time.Hour)
 	defer h.Release()
 	if d := r.AppendHeld(Stderr, []byte("ef")); d != 0 {
 		t.Fatalf("extending the newest record waited %v", d)
@@ -216,18 +227,113 @@ func TestAppendHeldRecordLimit(t *testing.T) {
 	}
 }
 
-// TestAppendHeldLargerThanRing: an Append larger than the ring evicts its
-// own head whatever the reader does, so AppendHeld waits only until the
-// reader has read what is retained.
+// TestAppendHeldLargerThanRing: an Append larger than the ring goes in
+// pieces of at most the ring's size, cut before a UTF-8 character, each
+// waited for, so a holding reader gets all of it and never a piece that
+// ends inside a character.
 func TestAppendHeldLargerThanRing(t *testing.T) {
-	r := New(8, 4)
-	r.Append(Stdout, []byte("1234"))
-	h := r.Hold(2, time.Hour)
+	r := New(5, 4)
+	h := mustHold(t, r, 0, time.Minute)
 	defer h.Release()
-	done := appendHeldAsync(r, Stdout, "abcdefghijklmnopqrst")
-	waitForRoomWaiter(r)
-	h.Advance(4)
-	if d := <-done; d <= 0 || d >= time.Hour {
-		t.Fatalf("AppendHeld of an Append larger than the ring returned after %v", d)
+	p := []byte("aéééééé€€b") // 1 + 12 + 6 + 1 bytes
+	done := appendHeldAsync(r, Stdout, string(p))
+	var got []byte
+	var cursor int64
+	for cursor < int64(len(p)) {
+		ch := r.Notify()
+		res, err := r.Read(cursor, 0, nil, nil)
+		if err != nil || res.Gap {
+			t.Fatalf("Read at %d: %v, gap %v", cursor, err, res.Gap)
+		}
+		for _, rec := range res.Records {
+			got = append(got, rec.Data...)
+		}
+		if len(res.Records) > 0 && !utf8.Valid(got) {
+			t.Fatalf("a piece ended inside a character: %q", got)
+		}
+		cursor = res.Next
+		h.Advance(cursor)
+		if len(res.Records) == 0 {
+			<-ch
+		}
+	}
+	<-done
+	if string(got) != string(p) {
+		t.Fatalf("read %q; want %q", got, p)
+	}
+}
+
+// TestHoldSlowSteadyReaderKeepsItsHold: a reader that takes 256 bytes every
+// 20 ms (far less than the 8 KiB a writer's append needs within one bound)
+// keeps its hold, because each Advance restarts the bound: nothing lapses
+// and nothing is lost. (Measured from the wait's start alone, the bound
+// lapsed it within the first append.)
+func TestHoldSlowSteadyReaderKeepsItsHold(t *testing.T) {
+	const size = 8 << 10
+	r := New(size, 64)
+	chunk := bytes.Repeat([]byte("x"), size)
+	r.Append(Stdout, chunk)
+	h := mustHold(t, r, 0, 300*time.Millisecond)
+	defer h.Release()
+	go func() {
+		for range 2 {
+			r.AppendHeld(Stdout, chunk)
+		}
+		r.Close()
+	}()
+	var cursor int64
+	for {
+		res, err := r.Read(cursor, 256, nil, nil)
+		if err != nil || res.Gap {
+			t.Fatalf("Read at %d: %v, gap %v", cursor, err, res.Gap)
+		}
+		cursor = res.Next
+		h.Advance(cursor)
+		if res.Done {
+			break
+		}
+		time.Sleep(20 * time.Millisecond) // paces a slow reader; nothing waits on it
+	}
+	if st := r.Stats(); st.Lapses != 0 || cursor != 3*size {
+		t.Fatalf("lapses %d, read to %d; want 0 and %d", st.Lapses, cursor, 3*size)
+	}
+}
+
+// TestHeldForCountsConcurrentWaitsOnce: two writers that wait at the same
+// time add the time either waited to HeldFor, not the sum of their waits.
+func TestHeldForCountsConcurrentWaitsOnce(t *testing.T) {
+	r := New(8, 8)
+	r.Append(Stdout, []byte("12345678"))
+	h := mustHold(t, r, 0, time.Minute)
+	a := appendHeldAsync(r, Stdout, "a")
+	b := appendHeldAsync(r, Stderr, "b")
+	for {
+		r.mu.Lock()
+		both := r.waiters == 2
+		r.mu.Unlock()
+		if both {
+			break
+		}
+		runtime.Gosched()
+	}
+	h.Release()
+	da, db := <-a, <-b
+	if st := r.Stats(); da <= 0 || db <= 0 || st.HeldFor >= da+db || st.HeldFor < max(da, db) {
+		t.Fatalf("waits %v and %v, HeldFor %v; want at least the longer, less than their sum", da, db, st.HeldFor)
+	}
+}
+
+// TestHoldLimit: Hold refuses once the given number of holds is registered,
+// and takes one again after a Release.
+func TestHoldLimit(t *testing.T) {
+	r := New(8, 8)
+	h1, ok1 := r.Hold(0, time.Second, 2)
+	_, ok2 := r.Hold(0, time.Second, 2)
+	if _, ok := r.Hold(0, time.Second, 2); !ok1 || !ok2 || ok {
+		t.Fatalf("holds taken: %v %v, third %v; want true true false", ok1, ok2, ok)
+	}
+	h1.Release()
+	if _, ok := r.Hold(0, time.Second, 2); !ok {
+		t.Fatal("no hold after a Release")
 	}
 }

@@ -101,8 +101,9 @@ type Stats struct {
 	Records     int   // records currently retained
 	Truncated   bool  // anything was ever evicted (Start > 0)
 	Closed      bool  // Close was called
-	// HeldFor is how long AppendHeld has waited for holds in all, Lapses how
-	// many holds it lapsed (hold.go).
+	// HeldFor is how long at least one AppendHeld has waited for holds, in
+	// all (concurrent waits count once); Lapses is how many holds it lapsed
+	// (hold.go).
 	HeldFor    time.Duration
 	Lapses     int
 	HoldsEnded bool // EndHolds was called
@@ -170,7 +171,9 @@ type Ring struct {
 	room       chan struct{}
 	heldFor    time.Duration
 	lapses     int
-	holdsEnded bool // EndHolds: AppendHeld waits no more
+	holdsEnded bool      // EndHolds: AppendHeld waits no more
+	waiters    int       // AppendHeld calls waiting now
+	waitSince  time.Time // when waiters last rose from 0
 }
 
 // New returns an empty ring that retains at most maxBytes bytes in at most

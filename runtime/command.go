@@ -165,20 +165,31 @@ func (c *Command) CheckCursor(cursor int64) error {
 }
 
 // MaxHold bounds the hold of an output stream (Hold, CreateRequest.Hold):
-// how long the pump may wait, each time it would evict bytes a holding
-// reader has not read yet, before it evicts them anyway and the hold lapses
-// (protocol.md §4 "Holding the producer").
-const MaxHold = time.Second
+// how long the pump may wait without progress of a holding reader, when it
+// would evict bytes that reader has not read yet, before it evicts them
+// anyway and the hold lapses (protocol.md §4 "Holding the producer").
+const MaxHold = 10 * time.Second
 
-// Hold asks the command's pump to wait, up to bound (at most MaxHold),
-// rather than evict output from cursor on that the caller has not read
-// yet; the caller reports what it has read with Advance and releases the
-// hold when its stream ends. A hold lapses once the pump has waited a
-// whole bound for it, until the reader has caught up (ringbuf.Hold). It
-// never affects the command beyond those waits: its pipe fills and the
-// child blocks in its writes while the pump waits.
-func (c *Command) Hold(cursor int64, bound time.Duration) *ringbuf.Hold {
-	return c.ring.Hold(cursor, min(bound, MaxHold))
+// MaxHolds bounds the holding streams of one command at once: each can
+// hold the command back by its bound when its reader stops, one after the
+// other.
+const MaxHolds = 8
+
+// Hold asks the command's pump to wait, up to bound (at most MaxHold)
+// without progress of the caller, rather than evict output from cursor on
+// that the caller has not read yet; the caller reports what it has read
+// with Advance and releases the hold when its stream ends. A hold lapses
+// once the pump has waited a whole bound for it with no Advance, until the
+// reader has caught up (ringbuf.Hold). It never affects the command beyond
+// those waits: its pipe fills and the child blocks in its writes while the
+// pump waits. A command holds at most MaxHolds streams: another is an
+// ErrConflict.
+func (c *Command) Hold(cursor int64, bound time.Duration) (*ringbuf.Hold, error) {
+	h, ok := c.ring.Hold(cursor, min(bound, MaxHold), MaxHolds)
+	if !ok {
+		return nil, errorf(ErrConflict, "command %s has %d holding streams already (the most it takes): open this one without hold", c.id, MaxHolds)
+	}
+	return h, nil
 }
 
 // TakeCreateHold returns the hold its create asked for, once (nil after
@@ -468,7 +479,7 @@ func (c *Command) pump(f *os.File, s ringbuf.Stream, done func()) {
 			// The owner ended collection: take what the pipe already holds.
 			var got int
 			var eio bool
-			held, got, eio = c.drain(f, s, buf, held)
+			held, got, eio, _ = c.drain(f, s, buf, held)
 			if eio {
 				held = c.terminalEIO(f, buf, held, total+int64(got))
 			}
@@ -528,7 +539,9 @@ func (c *Command) terminalEIO(f *os.File, buf []byte, held int, total int64) int
 	for i := 0; i < len(terminalTailWaits) && late < maxFinalDrain && time.Now().Before(end); i++ {
 		time.Sleep(terminalTailWaits[i])
 		var got int
-		held, got, _ = c.drain(f, ringbuf.PTY, buf, held)
+		var waited time.Duration
+		held, got, _, waited = c.drain(f, ringbuf.PTY, buf, held)
+		end = end.Add(waited) // time given to holding streams is not the tail's
 		if got > 0 {
 			late += got
 			i = -1 // more came: the schedule starts over
@@ -553,17 +566,18 @@ var testHookStdinWriterExit atomic.Pointer[func(*Command)]
 // member writing without pause cannot keep the command from finishing.
 const maxFinalDrain = 1 << 20
 
-// drain appends what f holds right now (it never waits for more), at most
-// maxFinalDrain bytes, and returns the number of bytes still held back in buf
-// as in pump, how many it read, and whether it stopped at EIO (a terminal
-// no process holds). f's read deadline may have passed; drain clears it.
-func (c *Command) drain(f *os.File, s ringbuf.Stream, buf []byte, held int) (_ int, total int, eio bool) {
+// drain appends what f holds right now (it never waits for more output),
+// at most maxFinalDrain bytes, and returns the number of bytes still held
+// back in buf as in pump, how many it read, whether it stopped at EIO (a
+// terminal no process holds), and how long its appends waited for holding
+// streams. f's read deadline may have passed; drain clears it.
+func (c *Command) drain(f *os.File, s ringbuf.Stream, buf []byte, held int) (_ int, total int, eio bool, waited time.Duration) {
 	if f.SetReadDeadline(time.Time{}) != nil {
-		return held, 0, false
+		return held, 0, false, 0
 	}
 	rc, err := f.SyscallConn()
 	if err != nil {
-		return held, 0, false
+		return held, 0, false, 0
 	}
 	_ = rc.Read(func(fd uintptr) bool {
 		for total < maxFinalDrain {
@@ -578,13 +592,16 @@ func (c *Command) drain(f *os.File, s ringbuf.Stream, buf []byte, held int) (_ i
 			total += n
 			data := buf[:held+n]
 			cut := UTF8Prefix(data)
-			c.ring.Append(s, data[:cut])
+			// Held like the pump's appends (the final drain is at most
+			// maxFinalDrain; at Shutdown's kill deadline the holds have
+			// ended and this is an Append).
+			waited += c.ring.AppendHeld(s, data[:cut])
 			c.m.obs.OutputBytes(s != ringbuf.Stderr, cut) // a terminal's output counts as stdout, as in pump
 			held = copy(buf, data[cut:])
 		}
 		return true
 	})
-	return held, total, eio
+	return held, total, eio, waited
 }
 
 // UTF8Prefix returns the length of the longest prefix of p that does not

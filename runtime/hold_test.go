@@ -2,6 +2,9 @@ package runtime
 
 import (
 	"bytes"
+	"context"
+	"errors"
+	"os"
 	goruntime "runtime"
 	"testing"
 	"time"
@@ -66,17 +69,165 @@ func TestCreateHoldKeepsEveryByte(t *testing.T) {
 	}
 }
 
-// TestPipeGraceEndsHolds: when the pipe grace ends with a pipe still open
-// (a background `yes` holds it after the leader exited), the readers stop
-// waiting for holding streams (Ring.EndHolds) before their last read, so a
-// hold cannot stretch the end of a command past the grace by its bound.
-func TestPipeGraceEndsHolds(t *testing.T) {
+// TestFinalDrainIsHeld: a command whose pipes a background `yes` still
+// holds when its pipe grace ends takes its last read (at most
+// maxFinalDrain per pipe) held, as every other: a holding reader that
+// keeps reading gets everything up to the end with no gap, and the
+// command still ends (the last read is bounded) while yes goes on.
+func TestFinalDrainIsHeld(t *testing.T) {
 	m := newManager(t, func(c *Config) { c.OutputLimit = 64 << 10; c.KillGrace = 100 * time.Millisecond })
-	c := mustCreate(t, m, CreateRequest{Argv: []string{"sh", "-c", "timeout 5 yes & exit 0"}})
-	h := c.Hold(0, time.Second) // never advanced: holds until it lapses
+	c := mustCreate(t, m, CreateRequest{Argv: []string{"sh", "-c", "timeout 20 yes & exit 0"}, Hold: time.Second})
+	h := c.TakeCreateHold()
 	defer h.Release()
-	waitDone(t, c)
+	var res ringbuf.ReadResult
+	var cursor int64
+	for {
+		notify := c.Notify()
+		var err error
+		res, err = c.Read(cursor, 16<<10, res.Buf[:0], res.Records[:0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Gap {
+			t.Fatalf("gap at %d of %d: %d bytes lost (lapses %d)", cursor, c.NextCursor(), res.GapFrom-cursor, c.ring.Stats().Lapses)
+		}
+		cursor = res.Next
+		h.Advance(cursor)
+		if res.Done {
+			break
+		}
+		if len(res.Records) == 0 {
+			<-notify
+		}
+		time.Sleep(time.Millisecond) // a reader slower than yes; nothing waits on it
+	}
+	if st := waitDone(t, c); string(st.State) != "exited" {
+		t.Fatalf("state %s", st.State)
+	}
+}
+
+// TestShutdownEndsHolds: a reader that keeps its hold by reading a byte
+// every 10 ms holds its command's pumps for as long as it reads; Shutdown's
+// kill deadline ends the holds (Ring.EndHolds), so Shutdown still returns
+// inside its budget.
+func TestShutdownEndsHolds(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.BaseDir = t.TempDir()
+	cfg.Env = os.Environ()
+	cfg.OutputLimit = 64 << 10
+	cfg.KillGrace = 100 * time.Millisecond
+	m, err := New(cfg, testReaper)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	c := mustCreate(t, m, CreateRequest{Argv: []string{"yes"}, Hold: time.Second})
+	h := c.TakeCreateHold()
+	defer h.Release()
+	stop := make(chan struct{})
+	read := make(chan struct{})
+	go func() {
+		defer close(read)
+		var cursor int64
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(10 * time.Millisecond): // a trickle: one byte per 10 ms
+			}
+			res, err := c.Read(cursor, 1, nil, nil)
+			if err != nil || res.Done {
+				return
+			}
+			cursor = res.Next
+			h.Advance(cursor)
+		}
+	}()
+	defer func() { close(stop); <-read }()
+	for c.NextCursor() < 64<<10 {
+		goruntime.Gosched() // until the ring is full: from then on the pump waits for the trickle
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	if err := m.Shutdown(ctx); err != nil {
+		t.Fatalf("Shutdown with a held command: %v", err)
+	}
 	if !c.ring.Stats().HoldsEnded {
-		t.Fatal("the command ended with its pipes held open and the ring's holds still honoured")
+		t.Fatal("Shutdown returned with the holds still honoured")
+	}
+}
+
+// TestHoldsPerCommandAreBounded: a command takes MaxHolds holding streams
+// at once; one more is ErrConflict, and a Release makes room.
+func TestHoldsPerCommandAreBounded(t *testing.T) {
+	m := newManager(t, nil)
+	c := mustCreate(t, m, CreateRequest{Argv: []string{"true"}})
+	var hs []*ringbuf.Hold
+	for range MaxHolds {
+		h, err := c.Hold(0, time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hs = append(hs, h)
+	}
+	if _, err := c.Hold(0, time.Second); !errors.Is(err, ErrConflict) {
+		t.Fatalf("hold %d: %v; want ErrConflict", MaxHolds+1, err)
+	}
+	hs[0].Release()
+	if _, err := c.Hold(0, time.Second); err != nil {
+		t.Fatalf("after a Release: %v", err)
+	}
+	waitDone(t, c)
+}
+
+// TestHoldCoversTerminalReadsAfterEIO: a terminal's reads after its master
+// reported EIO (terminalEIO, here an EIO simulated once 8 KiB were read
+// while the program still writes) are its normal end, and held like the
+// pump's: a holding reader 0.3 s late (within its 1 s hold) gets all
+// 300,000 bytes through a 64 KiB ring, no gap.
+func TestHoldCoversTerminalReadsAfterEIO(t *testing.T) {
+	m := newManager(t, func(c *Config) { c.OutputLimit = 64 << 10 })
+	hook := func(_ *Command, total int64) error {
+		if total >= 8<<10 {
+			return errors.New("simulated early EIO")
+		}
+		return nil
+	}
+	testHookPTYRead.Store(&hook)
+	t.Cleanup(func() { testHookPTYRead.Store(nil) })
+	req := ptyReq("/bin/sh", "-c", "head -c 300000 /dev/zero | tr '\\0' x")
+	req.Hold = time.Second
+	c := mustCreate(t, m, req)
+	h := c.TakeCreateHold()
+	defer h.Release()
+	time.Sleep(300 * time.Millisecond) // a reader late by less than its hold; nothing waits on it
+	var got int
+	var res ringbuf.ReadResult
+	var cursor int64
+	for {
+		notify := c.Notify()
+		var err error
+		res, err = c.Read(cursor, 4<<10, res.Buf[:0], res.Records[:0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Gap {
+			t.Fatalf("gap at %d: %d bytes lost (lapses %d)", cursor, res.GapFrom-cursor, c.ring.Stats().Lapses)
+		}
+		for _, r := range res.Records {
+			got += bytes.Count(r.Data, []byte("x"))
+		}
+		cursor = res.Next
+		h.Advance(cursor)
+		if res.Done {
+			break
+		}
+		if len(res.Records) == 0 {
+			<-notify
+		}
+		goruntime.Gosched()
+	}
+	if got != 300000 {
+		t.Fatalf("%d of 300000 x", got)
 	}
 }

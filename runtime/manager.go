@@ -132,7 +132,9 @@ func (m *Manager) Create(r CreateRequest) (Status, bool, error) {
 		return c.rePosted(s)
 	}
 	if r.Hold > 0 {
-		c.createHold.Store(c.Hold(0, r.Hold))
+		if h, err := c.Hold(0, r.Hold); err == nil { // a fresh command's first: never refused
+			c.createHold.Store(h)
+		}
 	}
 	if err := m.spawn(c, s); err != nil {
 		return Status{}, false, err

@@ -76,8 +76,7 @@ type supervision struct {
 	// ending, if set, is called when the end is about to be signalled.
 	ending func()
 	// endHolds, if set, is called when the readers may wait no more for
-	// holding streams (Command.Hold): the pipe grace is over, or Shutdown's
-	// kill deadline has passed.
+	// holding streams (Command.Hold): Shutdown's kill deadline has passed.
 	endHolds func()
 }
 
@@ -209,12 +208,22 @@ func (s *supervision) run() supervised {
 		}
 	}
 	if pipesOpen {
-		if s.endHolds != nil {
-			s.endHolds() // a reader waiting for a holding stream takes its last read now
-		}
+		// The readers' last read (rule 5) is still held for holding
+		// streams: it is at most maxFinalDrain per pipe, so a reader that
+		// keeps up delays the end by at most that at its pace, and one
+		// that stops by its hold. Shutdown's kill deadline ends the holds.
 		now := time.Now()
 		for _, f := range s.files {
 			f.SetReadDeadline(now)
+		}
+	}
+	if s.endHolds != nil && killNow != nil {
+		// A reader may still wait for a holding stream: Shutdown's kill
+		// deadline ends that wait too.
+		select {
+		case <-s.pumps.done:
+		case <-killNow:
+			s.endHolds()
 		}
 	}
 	s.pumps.wg.Wait()
