@@ -41,6 +41,18 @@ func holdDialBuf(rate float64, rcvbuf int) func(ctx context.Context, network, ad
 	}
 }
 
+// holdServer is a test server with a 64 KiB ring whose runtime log lines
+// (`command finished`, with output_held) the test can read.
+func holdServer(t *testing.T) (*testServer, *observer.ObservedLogs) {
+	core, logged := observer.New(zap.InfoLevel)
+	ts := newTestServer(t, func(c *runtime.Config, o *Options) {
+		c.OutputLimit = 64 << 10
+		c.Logger = zap.New(core)
+		atQuietAPI(c, o)
+	})
+	return ts, logged
+}
+
 // holdResult is what a client of an event stream got: the output bytes
 // (checked contiguous), the gap events' dropped bytes, and the state of the
 // exit event ("" if the stream ended otherwise).
@@ -97,12 +109,7 @@ func holdRead(t *testing.T, resp *http.Response) (r holdResult) {
 // the WebSocket attach. Without it (the control) the same client loses
 // most of the output, so the test tells a hold from none.
 func TestHoldingStreamsLoseNothing(t *testing.T) {
-	core, logged := observer.New(zap.InfoLevel)
-	ts := newTestServer(t, func(c *runtime.Config, o *Options) {
-		c.OutputLimit = 64 << 10
-		c.Logger = zap.New(core)
-		atQuietAPI(c, o)
-	})
+	ts, logged := holdServer(t)
 	const n, rate = 3 << 20, 3e6
 	argv, want := atGenerator(n)
 	gated := []string{"sh", "-c", "read x; " + argv[2]}
@@ -169,12 +176,7 @@ func TestHoldingStreamsLoseNothing(t *testing.T) {
 // output_held is about the hold (without the lapse it would be held 0.2 s
 // per 64 KiB: 25 s).
 func TestHoldOfAReaderThatStopsLapses(t *testing.T) {
-	core, logged := observer.New(zap.InfoLevel)
-	ts := newTestServer(t, func(c *runtime.Config, o *Options) {
-		c.OutputLimit = 64 << 10
-		c.Logger = zap.New(core)
-		atQuietAPI(c, o)
-	})
+	ts, logged := holdServer(t)
 	const hold = 200 * time.Millisecond
 	st := atCreate(t, ts, `{"argv":["sh","-c","read x; yes | head -c 8388608"],"stdin":true,"timeout":120}`)
 	client := &http.Client{Transport: &http.Transport{DialContext: holdDial(0), DisableKeepAlives: true}}

@@ -33,31 +33,7 @@ func TestCreateHoldKeepsEveryByte(t *testing.T) {
 		t.Fatal("TakeCreateHold gave the hold twice")
 	}
 	var out [4][]byte
-	var res ringbuf.ReadResult
-	var cursor int64
-	for {
-		notify := c.Notify()
-		var err error
-		res, err = c.Read(cursor, 64<<10, res.Buf[:0], res.Records[:0])
-		if err != nil {
-			t.Fatal(err)
-		}
-		if res.Gap {
-			t.Fatalf("gap at %d: %d bytes lost", cursor, res.GapFrom-cursor)
-		}
-		for _, r := range res.Records {
-			out[r.Stream] = append(out[r.Stream], r.Data...)
-		}
-		cursor = res.Next
-		h.Advance(cursor)
-		if res.Done {
-			break
-		}
-		if len(res.Records) == 0 {
-			<-notify
-		}
-		goruntime.Gosched()
-	}
+	readHeld(t, c, h, 64<<10, goruntime.Gosched, func(r ringbuf.Record) { out[r.Stream] = append(out[r.Stream], r.Data...) })
 	if !bytes.Equal(out[ringbuf.Stdout], bytes.Repeat([]byte("o\n"), each/2)) || !bytes.Equal(out[ringbuf.Stderr], bytes.Repeat([]byte("e\n"), each/2)) {
 		t.Fatalf("stdout %d bytes, stderr %d; want %d of each pattern", len(out[ringbuf.Stdout]), len(out[ringbuf.Stderr]), each)
 	}
@@ -79,28 +55,8 @@ func TestFinalDrainIsHeld(t *testing.T) {
 	c := mustCreate(t, m, CreateRequest{Argv: []string{"sh", "-c", "timeout 20 yes & exit 0"}, Hold: time.Second})
 	h := c.TakeCreateHold()
 	defer h.Release()
-	var res ringbuf.ReadResult
-	var cursor int64
-	for {
-		notify := c.Notify()
-		var err error
-		res, err = c.Read(cursor, 16<<10, res.Buf[:0], res.Records[:0])
-		if err != nil {
-			t.Fatal(err)
-		}
-		if res.Gap {
-			t.Fatalf("gap at %d of %d: %d bytes lost (lapses %d)", cursor, c.NextCursor(), res.GapFrom-cursor, c.ring.Stats().Lapses)
-		}
-		cursor = res.Next
-		h.Advance(cursor)
-		if res.Done {
-			break
-		}
-		if len(res.Records) == 0 {
-			<-notify
-		}
-		time.Sleep(time.Millisecond) // a reader slower than yes; nothing waits on it
-	}
+	// A reader slower than yes; the sleeps pace it, nothing waits on them.
+	readHeld(t, c, h, 16<<10, func() { time.Sleep(time.Millisecond) }, func(ringbuf.Record) {})
 	if st := waitDone(t, c); string(st.State) != "exited" {
 		t.Fatalf("state %s", st.State)
 	}
@@ -202,32 +158,40 @@ func TestHoldCoversTerminalReadsAfterEIO(t *testing.T) {
 	defer h.Release()
 	time.Sleep(300 * time.Millisecond) // a reader late by less than its hold; nothing waits on it
 	var got int
+	readHeld(t, c, h, 4<<10, goruntime.Gosched, func(r ringbuf.Record) { got += bytes.Count(r.Data, []byte("x")) })
+	if got != 300000 {
+		t.Fatalf("%d of 300000 x", got)
+	}
+}
+
+// readHeld reads c's output from cursor 0 to its end with the hold h, at
+// most size bytes a read, calling each with every record and pace after
+// each read; a gap fails the test.
+func readHeld(t *testing.T, c *Command, h *ringbuf.Hold, size int, pace func(), each func(ringbuf.Record)) {
+	t.Helper()
 	var res ringbuf.ReadResult
 	var cursor int64
 	for {
 		notify := c.Notify()
 		var err error
-		res, err = c.Read(cursor, 4<<10, res.Buf[:0], res.Records[:0])
+		res, err = c.Read(cursor, size, res.Buf[:0], res.Records[:0])
 		if err != nil {
 			t.Fatal(err)
 		}
 		if res.Gap {
-			t.Fatalf("gap at %d: %d bytes lost (lapses %d)", cursor, res.GapFrom-cursor, c.ring.Stats().Lapses)
+			t.Fatalf("gap at %d of %d: %d bytes lost (lapses %d)", cursor, c.NextCursor(), res.GapFrom-cursor, c.ring.Stats().Lapses)
 		}
 		for _, r := range res.Records {
-			got += bytes.Count(r.Data, []byte("x"))
+			each(r)
 		}
 		cursor = res.Next
 		h.Advance(cursor)
 		if res.Done {
-			break
+			return
 		}
 		if len(res.Records) == 0 {
 			<-notify
 		}
-		goruntime.Gosched()
-	}
-	if got != 300000 {
-		t.Fatalf("%d of 300000 x", got)
+		pace()
 	}
 }

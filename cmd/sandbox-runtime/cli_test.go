@@ -656,7 +656,7 @@ func TestCLIExecLostOutputFails(t *testing.T) {
 // TestCLIExecLostOutputFails, the client's stdout a pipe read at about
 // 2 MB/s while `yes` writes 2 MB at once: with --hold the daemon waits for
 // the client and it shows every byte, exits 0 and says nothing; without it
-// (the control) bytes are lost and it exits 125. A --hold above 1 is a
+// (the control) bytes are lost and it exits 125. A --hold above 10 is a
 // usage error.
 func TestCLIExecHoldLosesNothing(t *testing.T) {
 	t.Parallel()
@@ -695,9 +695,9 @@ func TestCLIExecHoldLosesNothing(t *testing.T) {
 	if code, got, _ := run(); code != 125 || len(got) >= n {
 		t.Fatalf("without --hold: exit %d with %d of %d bytes; want 125 and bytes lost (else the test cannot tell)", code, len(got), n)
 	}
-	r := runClient(t, d.env(), "", "exec", "--hold", "2", "--", "true")
-	if r.code != 2 || !strings.Contains(r.stderr, "--hold 2") {
-		t.Fatalf("--hold 2: exit %d, stderr %q; want a usage error", r.code, r.stderr)
+	r := runClient(t, d.env(), "", "exec", "--hold", "11", "--", "true")
+	if r.code != 2 || !strings.Contains(r.stderr, "--hold 11") {
+		t.Fatalf("--hold 11: exit %d, stderr %q; want a usage error", r.code, r.stderr)
 	}
 }
 
@@ -1054,7 +1054,7 @@ func TestCLIMessages(t *testing.T) {
 		{[]string{"exec", "--bogus", "--", "true"}, 2, "", "sandbox-runtime exec: flag provided but not defined: --bogus\nusage: sandbox-runtime exec", ""},
 		{[]string{"exec", "--help"}, 0, "usage: sandbox-runtime exec", "", ""},
 		{[]string{"--url", "http://127.0.0.1:1", "ps", "-q"}, 2, "", "the client's flags go after its subcommand: sandbox-runtime ps --url http://127.0.0.1:1 -q", ""},
-		{[]string{"--help"}, 0, "sandbox-runtime attach [--no-stdin] [--cursor N] ID", "", ""},
+		{[]string{"--help"}, 0, "sandbox-runtime attach [--no-stdin] [--cursor N] [--hold S] ID", "", ""},
 	} {
 		r := runClient(t, nil, "", tc.args...)
 		if r.code != tc.code || !strings.Contains(r.stdout, tc.stdout) || !strings.Contains(r.stderr, tc.stderr) || tc.notSaid != "" && strings.Contains(r.stdout+r.stderr, tc.notSaid) {
