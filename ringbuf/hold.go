@@ -26,12 +26,16 @@ type Hold struct {
 
 // Hold registers a reader whose next byte to read is next, for whom
 // AppendHeld waits up to bound without progress (bound must be positive).
-// It refuses (false) when most holds are registered already. Release it
-// when the reader is done.
+// It refuses (false) when most holds are registered already; on a closed
+// ring, where there is no writer left to hold, it registers nothing and
+// never refuses. Release it when the reader is done.
 func (r *Ring) Hold(next int64, bound time.Duration, most int) (*Hold, bool) {
 	h := &Hold{r: r, next: next, bound: max(bound, time.Nanosecond)}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.closed {
+		return h, true
+	}
 	if len(r.holds) >= most {
 		return nil, false
 	}

@@ -324,7 +324,7 @@ func TestHeldForCountsConcurrentWaitsOnce(t *testing.T) {
 }
 
 // TestHoldLimit: Hold refuses once the given number of holds is registered,
-// and takes one again after a Release.
+// takes one again after a Release, and never refuses on a closed ring.
 func TestHoldLimit(t *testing.T) {
 	r := New(8, 8)
 	h1, ok1 := r.Hold(0, time.Second, 2)
@@ -335,5 +335,9 @@ func TestHoldLimit(t *testing.T) {
 	h1.Release()
 	if _, ok := r.Hold(0, time.Second, 2); !ok {
 		t.Fatal("no hold after a Release")
+	}
+	r.Close() // no writer left to hold: never refused, nothing registered
+	if _, ok := r.Hold(0, time.Second, 2); !ok || r.nholds.Load() != 2 {
+		t.Fatalf("a hold on a closed ring: taken %v, %d registered; want true, 2", ok, r.nholds.Load())
 	}
 }

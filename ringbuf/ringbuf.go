@@ -107,6 +107,7 @@ type Stats struct {
 	HeldFor    time.Duration
 	Lapses     int
 	HoldsEnded bool // EndHolds was called
+	Waiting    int  // AppendHeld calls waiting for holds now
 }
 
 // ErrCursorAhead is returned by Read when the cursor is beyond End: no byte with
@@ -538,5 +539,6 @@ func (r *Ring) Stats() Stats {
 		HeldFor:     r.heldFor,
 		Lapses:      r.lapses,
 		HoldsEnded:  r.holdsEnded,
+		Waiting:     r.waiters,
 	}
 }

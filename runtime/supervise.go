@@ -76,7 +76,8 @@ type supervision struct {
 	// ending, if set, is called when the end is about to be signalled.
 	ending func()
 	// endHolds, if set, is called when the readers may wait no more for
-	// holding streams (Command.Hold): Shutdown's kill deadline has passed.
+	// holding streams (Command.Hold): an end was asked for (a kill, the
+	// timeout, shutdown), or Shutdown's kill deadline has passed.
 	endHolds func()
 }
 
@@ -188,6 +189,9 @@ func (s *supervision) run() supervised {
 			}
 		case <-endCh:
 			endCh = nil
+			if s.endHolds != nil {
+				s.endHolds() // an end was asked for: nobody waits for a reader any more
+			}
 			if s.ending != nil {
 				s.ending()
 			}
@@ -211,18 +215,23 @@ func (s *supervision) run() supervised {
 		// The readers' last read (rule 5) is still held for holding
 		// streams: it is at most maxFinalDrain per pipe, so a reader that
 		// keeps up delays the end by at most that at its pace, and one
-		// that stops by its hold. Shutdown's kill deadline ends the holds.
+		// that stops by its hold. An end asked for ends the holds.
 		now := time.Now()
 		for _, f := range s.files {
 			f.SetReadDeadline(now)
 		}
 	}
-	if s.endHolds != nil && killNow != nil {
-		// A reader may still wait for a holding stream: Shutdown's kill
-		// deadline ends that wait too.
+	if s.endHolds != nil && (killNow != nil || shutdown != nil || endCh != nil) {
+		// A reader may still wait for a holding stream (the final drain):
+		// an end asked for now (a kill, shutdown, its kill deadline) ends
+		// that wait too.
 		select {
 		case <-s.pumps.done:
 		case <-killNow:
+			s.endHolds()
+		case <-shutdown:
+			s.endHolds()
+		case <-endCh:
 			s.endHolds()
 		}
 	}
