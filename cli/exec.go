@@ -63,26 +63,21 @@ func (c *cli) createFlagSet(usage, about string, detach bool) (*flag.FlagSet, *c
 
 // holdFlag defines --hold (exec, run, attach).
 func holdFlag(fs *flag.FlagSet, hold *float64) {
-	fs.Float64Var(hold, "hold", 0, "seconds (at most 10) the daemon may wait for this client, with nothing shown, rather than drop output the client has not shown yet: the command runs at the pace of this terminal or pipe, and nothing is lost while the client keeps reading")
+	fs.Float64Var(hold, "hold", 0, "seconds (at most "+strconv.Itoa(wire.MaxHoldSeconds)+") the daemon may wait for this client, with nothing shown, rather than drop output the client has not shown yet: the command runs at the pace of this terminal or pipe, and nothing is lost while the client keeps reading")
 }
 
 // checkHold refuses, as a usage error, a --hold that is not a number of
-// seconds from 0 to 10.
+// seconds from 0 to wire.MaxHoldSeconds.
 func (c *cli) checkHold(fs *flag.FlagSet, hold float64) bool {
-	if hold >= 0 && hold <= 10 { // NaN fails both
+	if hold >= 0 && hold <= wire.MaxHoldSeconds { // NaN fails both
 		return true
 	}
-	c.usageError(fs, fmt.Sprintf("--hold %v: give a number of seconds from 0 to 10", hold))
+	c.usageError(fs, fmt.Sprintf("--hold %v: give a number of seconds from 0 to %d", hold, wire.MaxHoldSeconds))
 	return false
 }
 
-// holdDuration is --hold as a duration; 0 when not positive.
-func holdDuration(s float64) time.Duration {
-	if !(s > 0) {
-		return 0
-	}
-	return time.Duration(min(s, 10) * float64(time.Second))
-}
+// holdDuration is a checked --hold as a duration (0: no hold).
+func holdDuration(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
 
 func (f *createFlags) request(argv []string) wire.CreateRequest {
 	r := wire.CreateRequest{Argv: argv, Cwd: f.dir, Timeout: f.timeout, Stdin: f.interactive && !f.tty}

@@ -78,8 +78,8 @@ func (h *Hold) Release() {
 }
 
 // EndHolds makes every later AppendHeld an Append and lets a waiting one
-// go: the writer's owner has no more time to give the readers (the end of
-// a command's pipe grace, a shutdown's kill deadline).
+// go: the writer's owner has no more time to give the readers (a command
+// that was asked to end: a kill, its timeout, shutdown).
 func (r *Ring) EndHolds() {
 	r.mu.Lock()
 	r.holdsEnded = true

@@ -15,6 +15,7 @@ import (
 
 	"github.com/sandbox-runtime/sandbox-runtime/procgroup"
 	"github.com/sandbox-runtime/sandbox-runtime/ringbuf"
+	"github.com/sandbox-runtime/sandbox-runtime/wire"
 )
 
 // minPipeDrain is how long the pipes are read after the leader exits when
@@ -168,7 +169,7 @@ func (c *Command) CheckCursor(cursor int64) error {
 // how long the pump may wait without progress of a holding reader, when it
 // would evict bytes that reader has not read yet, before it evicts them
 // anyway and the hold lapses (protocol.md §4 "Holding the producer").
-const MaxHold = 10 * time.Second
+const MaxHold = wire.MaxHoldSeconds * time.Second
 
 // MaxHolds bounds the holding streams of one command at once: each can
 // hold the command back by its bound when its reader stops, one after the

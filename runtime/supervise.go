@@ -77,7 +77,7 @@ type supervision struct {
 	ending func()
 	// endHolds, if set, is called when the readers may wait no more for
 	// holding streams (Command.Hold): an end was asked for (a kill, the
-	// timeout, shutdown), or Shutdown's kill deadline has passed.
+	// timeout, shutdown; Shutdown asks before its kill deadline).
 	endHolds func()
 }
 
@@ -178,12 +178,8 @@ func (s *supervision) run() supervised {
 			ask(causeKill)
 		case <-killNow:
 			// Terminate (termCtx) sends SIGKILL now; the pipe grace shrinks
-			// to its minimum, and no reader waits for a holding stream, so
-			// the command ends inside Shutdown's budget.
+			// to its minimum, so the command ends inside Shutdown's budget.
 			killNow, hurry = nil, true
-			if s.endHolds != nil {
-				s.endHolds()
-			}
 			if grace != nil {
 				startGrace()
 			}
@@ -221,14 +217,11 @@ func (s *supervision) run() supervised {
 			f.SetReadDeadline(now)
 		}
 	}
-	if s.endHolds != nil && (killNow != nil || shutdown != nil || endCh != nil) {
+	if s.endHolds != nil && (shutdown != nil || endCh != nil) {
 		// A reader may still wait for a holding stream (the final drain):
-		// an end asked for now (a kill, shutdown, its kill deadline) ends
-		// that wait too.
+		// an end asked for now (a kill, shutdown) ends that wait too.
 		select {
 		case <-s.pumps.done:
-		case <-killNow:
-			s.endHolds()
 		case <-shutdown:
 			s.endHolds()
 		case <-endCh:

@@ -106,6 +106,11 @@ type CreateRequest struct {
 // client clamps a window to it before sending.
 const MaxTerminalSize = 1000
 
+// MaxHoldSeconds bounds an output stream's `hold` (protocol.md §4 "Holding
+// the producer"): more is taken as this many. The one definition: the
+// runtime clamps to it and the CLI checks --hold against it.
+const MaxHoldSeconds = 10
+
 // PTYRequest asks for a terminal of the given size (1–MaxTerminalSize each). Term
 // sets TERM unless the request's envs do; empty: the daemon's default.
 type PTYRequest struct {
